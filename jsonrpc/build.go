@@ -1,0 +1,88 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+)
+
+// Edit replaces the bytes of Span with New.
+type Edit struct {
+	Span Span
+	New  []byte
+}
+
+// Splice returns a new slice with the edits applied; b is not modified. Edits
+// must not overlap. This is how ids and tokens are rewritten without touching
+// a single byte of the payload around them.
+func Splice(b []byte, edits ...Edit) []byte {
+	edits = slices.Clone(edits)
+	slices.SortFunc(edits, func(a, b Edit) int { return a.Span.Start - b.Span.Start })
+	n := len(b)
+	for _, e := range edits {
+		n += len(e.New) - (e.Span.End - e.Span.Start)
+	}
+	out := make([]byte, 0, n)
+	at := 0
+	for _, e := range edits {
+		out = append(out, b[at:e.Span.Start]...)
+		out = append(out, e.New...)
+		at = e.Span.End
+	}
+	return append(out, b[at:]...)
+}
+
+// Int is the JSON form of an integer id or token.
+func Int(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
+
+// NewRequest builds a compact request line; params is raw JSON or nil.
+func NewRequest(id int64, method string, params []byte) []byte {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), Int(id)...)
+	return appendTail(b, method, params)
+}
+
+// NewNotification builds a compact notification line; params is raw JSON or nil.
+func NewNotification(method string, params []byte) []byte {
+	return appendTail([]byte(`{"jsonrpc":"2.0"`), method, params)
+}
+
+func appendTail(b []byte, method string, params []byte) []byte {
+	b = append(b, `,"method":`...)
+	b = appendString(b, method)
+	if params != nil {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}
+
+// NewResult builds a success response; id and result are raw JSON.
+func NewResult(id, result []byte) []byte {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
+}
+
+// NewErrorResponse builds an error response; id is raw JSON (null when the
+// request's id could not be read).
+func NewErrorResponse(id []byte, e *Error) []byte {
+	if id == nil {
+		id = []byte("null")
+	}
+	obj, err := json.Marshal(e)
+	if err != nil {
+		// Data is the only part that can fail to marshal; drop it rather than
+		// lose the error itself.
+		obj, _ = json.Marshal(&Error{Code: e.Code, Message: e.Message})
+	}
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	b = append(b, `,"error":`...)
+	b = append(b, obj...)
+	return append(b, '}')
+}
+
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}

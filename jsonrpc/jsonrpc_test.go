@@ -1,0 +1,191 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := map[string]struct {
+		in     string
+		kind   Kind
+		id     string
+		method string
+		err    error
+	}{
+		"request":             {in: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, kind: KindRequest, id: `1`, method: "tools/call"},
+		"string id":           {in: `{"jsonrpc":"2.0","id":"a\"b","method":"x"}`, kind: KindRequest, id: `"a\"b"`, method: "x"},
+		"big id":              {in: `{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"x"}`, kind: KindRequest, id: `123456789012345678901234567890`, method: "x"},
+		"pretty":              {in: "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 7,\n  \"method\": \"m\"\n}\n", kind: KindRequest, id: `7`, method: "m"},
+		"notification":        {in: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`, kind: KindNotification, method: "notifications/cancelled"},
+		"result":              {in: `{"jsonrpc":"2.0","id":4,"result":{"content":[]}}`, kind: KindResponse, id: `4`},
+		"error":               {in: `{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"x"}}`, kind: KindResponse, id: `null`},
+		"escaped key":         {in: `{"jsonrpc":"2.0","\u0069d":5,"method":"m"}`, kind: KindRequest, id: `5`, method: "m"},
+		"escaped method":      {in: `{"jsonrpc":"2.0","id":5,"method":"a\/b"}`, kind: KindRequest, id: `5`, method: "a/b"},
+		"unknown member kept": {in: `{"jsonrpc":"2.0","id":5,"method":"m","x":[1]}`, kind: KindRequest, id: `5`, method: "m"},
+		"not json":            {in: `Server started on stdio`, err: ErrParse},
+		"truncated":           {in: `{"jsonrpc":"2.0","id":1`, err: ErrParse},
+		"trailing garbage":    {in: `{"jsonrpc":"2.0","id":1,"method":"m"} x`, err: ErrParse},
+		"batch":               {in: `[{"jsonrpc":"2.0","id":1,"method":"m"}]`, err: ErrInvalid},
+		"scalar":              {in: `42`, err: ErrInvalid},
+		"no version":          {in: `{"id":1,"method":"m"}`, err: ErrInvalid},
+		"wrong version":       {in: `{"jsonrpc":"1.0","id":1,"method":"m"}`, err: ErrInvalid},
+		"object id":           {in: `{"jsonrpc":"2.0","id":{},"method":"m"}`, err: ErrInvalid},
+		"bool id":             {in: `{"jsonrpc":"2.0","id":true,"method":"m"}`, err: ErrInvalid},
+		"null request id":     {in: `{"jsonrpc":"2.0","id":null,"method":"m"}`, err: ErrInvalid},
+		"method not string":   {in: `{"jsonrpc":"2.0","id":1,"method":1}`, err: ErrInvalid},
+		"scalar params":       {in: `{"jsonrpc":"2.0","id":1,"method":"m","params":3}`, err: ErrInvalid},
+		"duplicate id":        {in: `{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}`, err: ErrInvalid},
+		"result and error":    {in: `{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`, err: ErrInvalid},
+		"method and result":   {in: `{"jsonrpc":"2.0","id":1,"method":"m","result":{}}`, err: ErrInvalid},
+		"response without id": {in: `{"jsonrpc":"2.0","result":{}}`, err: ErrInvalid},
+		"empty object":        {in: `{"jsonrpc":"2.0"}`, err: ErrInvalid},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			m, err := Parse([]byte(tt.in))
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("Parse(%s) error = %v, want %v", tt.in, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse(%s): %v", tt.in, err)
+			}
+			if m.Kind != tt.kind || string(m.ID) != tt.id || m.Method != tt.method {
+				t.Errorf("Parse(%s) = kind %v id %s method %q, want %v %s %q", tt.in, m.Kind, m.ID, m.Method, tt.kind, tt.id, tt.method)
+			}
+		})
+	}
+}
+
+func TestLookupAndSplice(t *testing.T) {
+	params := []byte(`{"name":"slow","_meta":{"other":[1,{"progressToken":0}],"progressToken":"tok-1"},"arguments":{}}`)
+	span, ok, err := Lookup(params, "_meta", "progressToken")
+	if err != nil || !ok {
+		t.Fatalf("Lookup: ok=%v err=%v", ok, err)
+	}
+	if got := string(params[span.Start:span.End]); got != `"tok-1"` {
+		t.Fatalf("token = %s, want \"tok-1\"", got)
+	}
+	out := Splice(params, Edit{span, []byte("42")})
+	want := `{"name":"slow","_meta":{"other":[1,{"progressToken":0}],"progressToken":42},"arguments":{}}`
+	if string(out) != want {
+		t.Errorf("Splice = %s, want %s", out, want)
+	}
+	if _, ok, _ := Lookup(params, "arguments", "x"); ok {
+		t.Error("Lookup of a missing key reported ok")
+	}
+	if _, ok, err := Lookup(params, "name", "x"); ok || err != nil {
+		t.Errorf("Lookup through a string: ok=%v err=%v, want false, nil", ok, err)
+	}
+}
+
+func TestPrefixMember(t *testing.T) {
+	line := []byte(`{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"aaaaaaaa`)
+	id, ok := PrefixMember(line, "id")
+	if !ok || string(id) != "12" {
+		t.Errorf("PrefixMember id = %s %v, want 12 true", id, ok)
+	}
+	if _, ok := PrefixMember([]byte(`{"jsonrpc":"2.0","result":{"x":"yy`), "id"); ok {
+		t.Error("PrefixMember found an id that is not there")
+	}
+	if _, ok := PrefixMember([]byte(`{"id":123`), "id"); ok {
+		t.Error("PrefixMember returned a value that may be cut short")
+	}
+}
+
+func TestBuilders(t *testing.T) {
+	tests := map[string]struct{ got, want []byte }{
+		"request":      {NewRequest(9, "ping", nil), []byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)},
+		"notification": {NewNotification("notifications/cancelled", []byte(`{"requestId":9}`)), []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}`)},
+		"result":       {NewResult([]byte(`"a"`), []byte(`{}`)), []byte(`{"jsonrpc":"2.0","id":"a","result":{}}`)},
+		"error":        {NewErrorResponse(nil, &Error{Code: -32700, Message: "bad"}), []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}`)},
+	}
+	for name, tt := range tests {
+		if !bytes.Equal(tt.got, tt.want) {
+			t.Errorf("%s: got %s, want %s", name, tt.got, tt.want)
+		}
+		if !json.Valid(tt.got) {
+			t.Errorf("%s: invalid JSON %s", name, tt.got)
+		}
+	}
+}
+
+// FuzzMembers checks the scanner against encoding/json: it accepts exactly
+// what json.Valid accepts, and the members it finds are the ones
+// encoding/json decodes.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":1}`, `{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `[1]`, `"x"`, `{"a":1,}`,
+		`{"a":-0.5e+3}`, `{"a":01}`, `{"a":"\x01"}`, ` {"a" : true } `, `{"a":tru}`, `{"\u0061":1,"a":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		members, err := Members(b)
+		var notObj *NotObjectError
+		valid := json.Valid(b)
+		switch {
+		case errors.As(err, &notObj):
+			if !valid {
+				t.Fatalf("Members(%q) called invalid JSON a non-object", b)
+			}
+			return
+		case err != nil:
+			if valid {
+				t.Fatalf("Members(%q) rejected valid JSON: %v", b, err)
+			}
+			return
+		case !valid:
+			t.Fatalf("Members(%q) accepted invalid JSON", b)
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatalf("Members accepted %q but Unmarshal says %v", b, err)
+		}
+		got := map[string][]byte{}
+		for _, m := range members {
+			got[m.Key] = b[m.Value.Start:m.Value.End]
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Members(%q) found %d distinct keys, want %d", b, len(got), len(want))
+		}
+		for k, v := range want {
+			if !bytes.Equal(got[k], v) {
+				t.Fatalf("Members(%q)[%q] = %s, want %s", b, k, got[k], v)
+			}
+		}
+	})
+}
+
+// FuzzRewriteID checks that replacing a request's id and restoring it gives
+// back the original bytes, whatever the id and the payload around it.
+func FuzzRewriteID(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"x":"\u2028"}}`), int64(1))
+	f.Add([]byte(`{"id":1e400,"jsonrpc":"2.0","method":"m"}`), int64(1<<62))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":-0,"result":{"id":3}}`), int64(7))
+	f.Fuzz(func(t *testing.T, raw []byte, gw int64) {
+		m, err := Parse(raw)
+		if err != nil || m.ID == nil {
+			return
+		}
+		rewritten := m.WithID(Int(gw))
+		m2, err := Parse(rewritten)
+		if err != nil {
+			t.Fatalf("rewritten message %s does not parse: %v", rewritten, err)
+		}
+		if n, ok := m2.IDInt(); !ok || n != gw {
+			t.Fatalf("rewritten id = %s, want %d", m2.ID, gw)
+		}
+		if m2.Method != m.Method || !bytes.Equal(m2.Params, m.Params) || !bytes.Equal(m2.Result, m.Result) {
+			t.Fatalf("rewriting the id changed the payload: %s -> %s", raw, rewritten)
+		}
+		if restored := m2.WithID(m.ID); !bytes.Equal(restored, raw) {
+			t.Fatalf("restore(rewrite(%s)) = %s", raw, restored)
+		}
+	})
+}

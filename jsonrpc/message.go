@@ -1,0 +1,194 @@
+// Package jsonrpc reads and writes the JSON-RPC 2.0 envelope of MCP messages.
+//
+// Only the envelope is interpreted (jsonrpc, id, method, params, result,
+// error); every payload stays a span of the original bytes, so a large tool
+// result is located once and copied, never decoded or re-encoded.
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Kind is what a message is, decided by which envelope members it has.
+type Kind int
+
+const (
+	KindRequest      Kind = iota + 1 // method and id
+	KindNotification                 // method, no id
+	KindResponse                     // result or error, and id
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResponse:
+		return "response"
+	}
+	return "unknown"
+}
+
+// ErrParse marks text that is not JSON; ErrInvalid marks JSON that is not a
+// single JSON-RPC 2.0 message. Callers branch on these with errors.Is.
+var (
+	ErrParse   = errors.New("parse error")
+	ErrInvalid = errors.New("invalid request")
+)
+
+// Message is one JSON-RPC message whose envelope has been located. The
+// byte-slice fields alias Raw.
+type Message struct {
+	Raw    []byte
+	Kind   Kind
+	ID     []byte // raw id: a JSON string, number or null; nil for notifications
+	Method string
+	Params []byte // nil when absent
+	Result []byte // nil when absent
+	Error  []byte // nil when absent
+
+	id     Span // where ID sits in Raw, for rewriting
+	params Span
+}
+
+// Parse locates the envelope of one JSON-RPC 2.0 message. Errors wrap
+// ErrParse or ErrInvalid.
+func Parse(raw []byte) (*Message, error) {
+	members, err := Members(raw)
+	if err != nil {
+		var notObj *NotObjectError
+		if errors.As(err, &notObj) {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrParse, err)
+	}
+	m := &Message{Raw: raw}
+	var hasVersion, hasID, hasMethod bool
+	seen := make(map[string]bool, len(members))
+	for _, mem := range members {
+		switch mem.Key {
+		case "jsonrpc", "id", "method", "params", "result", "error":
+		default:
+			continue // unknown members pass through untouched
+		}
+		// Two envelope members of one name would let the gateway and the peer
+		// read different messages from the same bytes.
+		if seen[mem.Key] {
+			return nil, fmt.Errorf("%w: duplicate %q member", ErrInvalid, mem.Key)
+		}
+		seen[mem.Key] = true
+		v := raw[mem.Value.Start:mem.Value.End]
+		switch mem.Key {
+		case "jsonrpc":
+			if string(v) != `"2.0"` {
+				return nil, fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrInvalid)
+			}
+			hasVersion = true
+		case "id":
+			if !validID(v) {
+				return nil, fmt.Errorf("%w: id must be a string, a number or null", ErrInvalid)
+			}
+			m.ID, m.id, hasID = v, mem.Value, true
+		case "method":
+			name, ok := plainString(v)
+			if !ok {
+				return nil, fmt.Errorf("%w: method must be a string", ErrInvalid)
+			}
+			m.Method, hasMethod = name, true
+		case "params":
+			if v[0] != '{' && v[0] != '[' {
+				return nil, fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
+			}
+			m.Params, m.params = v, mem.Value
+		case "result":
+			m.Result = v
+		case "error":
+			if v[0] != '{' {
+				return nil, fmt.Errorf("%w: error must be an object", ErrInvalid)
+			}
+			m.Error = v
+		}
+	}
+	if !hasVersion {
+		return nil, fmt.Errorf("%w: missing jsonrpc \"2.0\"", ErrInvalid)
+	}
+	switch {
+	case hasMethod && (m.Result != nil || m.Error != nil):
+		return nil, fmt.Errorf("%w: a message cannot have both method and result or error", ErrInvalid)
+	case hasMethod && hasID:
+		if string(m.ID) == "null" {
+			return nil, fmt.Errorf("%w: a request id must not be null", ErrInvalid)
+		}
+		m.Kind = KindRequest
+	case hasMethod:
+		m.Kind = KindNotification
+	case m.Result != nil && m.Error != nil:
+		return nil, fmt.Errorf("%w: a response cannot have both result and error", ErrInvalid)
+	case m.Result != nil || m.Error != nil:
+		if !hasID {
+			return nil, fmt.Errorf("%w: a response needs an id", ErrInvalid)
+		}
+		m.Kind = KindResponse
+	default:
+		return nil, fmt.Errorf("%w: neither a request, a notification nor a response", ErrInvalid)
+	}
+	return m, nil
+}
+
+func validID(v []byte) bool {
+	switch c := v[0]; {
+	case c == '"', c == '-', c >= '0' && c <= '9':
+		return true
+	case string(v) == "null":
+		return true
+	}
+	return false
+}
+
+// plainString returns the contents of a JSON string that needs no unescaping;
+// method names and other envelope strings are plain ASCII in practice, and an
+// escaped one is decoded the slow way.
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	inner := v[1 : len(v)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// IDInt returns the id as an int64 when it is a plain integer, as the ids the
+// gateway allocates are.
+func (m *Message) IDInt() (int64, bool) { return intValue(m.ID) }
+
+// intValue parses a JSON integer, or a string holding one (tolerating peers
+// that echo a numeric token as a string).
+func intValue(v []byte) (int64, bool) {
+	if len(v) >= 2 && v[0] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	return n, err == nil
+}
+
+// WithID returns a copy of the message with its id replaced by id (raw JSON).
+func (m *Message) WithID(id []byte) []byte {
+	return Splice(m.Raw, Edit{m.id, id})
+}
+
+// ParamsSpan is where params sit in Raw; ok is false when they are absent.
+func (m *Message) ParamsSpan() (Span, bool) { return m.params, m.Params != nil }
+
+// IDSpan is where the id sits in Raw; ok is false for notifications.
+func (m *Message) IDSpan() (Span, bool) { return m.id, m.ID != nil }

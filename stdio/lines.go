@@ -1,0 +1,196 @@
+package stdio
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// headBytes is how much of an oversized line is kept, so the caller can still
+// tell whose answer it was.
+const headBytes = 4 << 10
+
+// TooLongError reports a stdout line over the size limit. The line has been
+// discarded up to its newline and reading can go on.
+type TooLongError struct {
+	Size  int64  // bytes in the line, without the newline
+	Limit int    // the limit it exceeded
+	Head  []byte // the line's first bytes
+}
+
+func (e *TooLongError) Error() string {
+	return fmt.Sprintf("child wrote a %d-byte line, over the %d-byte limit; discarded", e.Size, e.Limit)
+}
+
+// ErrNewline refuses a message that would break the framing.
+var ErrNewline = errors.New("stdio: message contains a newline")
+
+// ErrBroken means stdin can no longer carry messages: a write failed after
+// part of a line went out, or the child closed its end.
+var ErrBroken = errors.New("stdio: child stdin broken")
+
+// ErrStalled means the child read nothing of a message for the stall limit.
+var ErrStalled = errors.New("stdio: child is not reading its stdin")
+
+type lineReader struct {
+	br  *bufio.Reader
+	max int
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next non-empty line without its newline. The returned
+// slice is the caller's: nothing here keeps a reference, so the memory of a
+// large message goes back to the heap as soon as the caller drops it.
+func (r *lineReader) next() ([]byte, error) {
+	var acc []byte         // the pieces of a line longer than the bufio buffer
+	var over *TooLongError // set while an oversized line is being discarded
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		full := errors.Is(err, bufio.ErrBufferFull)
+		switch {
+		case over != nil:
+			over.Size += int64(len(chunk))
+		case len(acc)+len(chunk) > r.max+2: // +2: room for a CR LF ending
+			over = &TooLongError{Size: int64(len(acc) + len(chunk)), Limit: r.max}
+			over.Head = append(over.Head, acc[:min(len(acc), headBytes)]...)
+			over.Head = append(over.Head, chunk[:min(len(chunk), headBytes-len(over.Head))]...)
+			acc = nil
+		case acc != nil || full:
+			acc = append(acc, chunk...)
+		}
+		if full {
+			continue
+		}
+		// The line is complete, or the stream ended or failed.
+		if over != nil {
+			over.Size -= int64(len(chunk) - len(trimEOL(chunk)))
+			return nil, over
+		}
+		var line []byte
+		if acc != nil {
+			line = trimEOL(acc)
+		} else {
+			line = bytes.Clone(trimEOL(chunk))
+		}
+		if len(line) > r.max {
+			return nil, &TooLongError{Size: int64(len(line)), Limit: r.max, Head: bytes.Clone(line[:min(len(line), headBytes)])}
+		}
+		if len(line) > 0 {
+			// A last line without a newline still counts: the child may have
+			// exited right after writing it. The error comes on the next call.
+			return line, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		acc = nil // an empty line: skip it
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r"))
+}
+
+// ReadMessage returns the next line the child wrote to stdout, without its
+// newline. A *TooLongError is not fatal: call again. io.EOF means the child
+// closed stdout (normally: it exited). Only one goroutine may call it.
+func (p *Process) ReadMessage() ([]byte, error) {
+	line, err := p.lines.next()
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, os.ErrClosed) {
+		// Cut loose after exit (see wait): for the caller that is EOF.
+		return nil, io.EOF
+	}
+	return line, err
+}
+
+// WriteMessage writes msg and a newline to the child's stdin as one line,
+// never interleaved with another message. ctx can abandon the write only
+// before its first byte is out; after that the line is finished or stdin is
+// declared broken, because half a line would corrupt every later message.
+func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
+	if bytes.IndexByte(msg, '\n') >= 0 {
+		return ErrNewline
+	}
+	select {
+	case <-p.writeTok:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { p.writeTok <- struct{}{} }()
+	if p.writeErr != nil {
+		return p.writeErr
+	}
+
+	var (
+		mu        sync.Mutex
+		committed bool // the first byte is out
+		abandoned bool // ctx ended before that
+		resumed   bool // a write cut by ctx after the first byte was taken up again
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !committed {
+			abandoned = true
+			_ = p.stdin.SetWriteDeadline(time.Unix(1, 0))
+		}
+	})
+	defer stop()
+
+	// Write in pieces so that the stall limit measures progress, not the
+	// time a large message takes to go through a slow reader. The newline is
+	// the last piece; off passes len(msg) once it is out.
+	const piece = 64 << 10
+	for off := 0; off <= len(msg); {
+		buf := []byte{'\n'}
+		if off < len(msg) {
+			buf = msg[off:min(off+piece, len(msg))]
+		}
+		mu.Lock()
+		if abandoned && !committed {
+			mu.Unlock()
+			return ctx.Err()
+		}
+		_ = p.stdin.SetWriteDeadline(time.Now().Add(p.cfg.WriteStall))
+		mu.Unlock()
+		n, err := p.stdin.Write(buf)
+		off += n
+		if n > 0 {
+			mu.Lock()
+			committed = true
+			mu.Unlock()
+		}
+		if err == nil {
+			continue
+		}
+		mu.Lock()
+		wasCommitted, wasAbandoned := committed, abandoned
+		mu.Unlock()
+		switch {
+		case !wasCommitted && wasAbandoned:
+			return ctx.Err()
+		case wasAbandoned && !resumed && errors.Is(err, os.ErrDeadlineExceeded):
+			// ctx ended while the first piece was going out: finish the line.
+			resumed = true
+			continue
+		case !wasCommitted && errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("%w for %v", ErrStalled, p.cfg.WriteStall)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			p.writeErr = fmt.Errorf("%w: no progress for %v in the middle of a line", ErrBroken, p.cfg.WriteStall)
+		default:
+			p.writeErr = fmt.Errorf("%w: %v", ErrBroken, err)
+		}
+		return p.writeErr
+	}
+	return nil
+}

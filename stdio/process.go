@@ -1,0 +1,256 @@
+// Package stdio runs one child process and frames its stdin and stdout as
+// newline-delimited messages. It knows lines, not JSON-RPC.
+package stdio
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Config says what to run and how to bound it. Zero values mean the
+// documented defaults.
+type Config struct {
+	Path string   // executable; looked up in PATH when it has no slash
+	Args []string // arguments after the executable
+	Env  []string // nil: inherit the gateway's environment
+	Dir  string   // "": the gateway's working directory
+
+	MaxMessageBytes int           // 0: 64 MiB; longer stdout lines are discarded
+	StderrLineBytes int           // 0: 16 KiB; longer stderr lines are logged in pieces
+	StdinGrace      time.Duration // 0: 5s; how long Close waits after closing stdin before SIGTERM
+	TermGrace       time.Duration // 0: 5s; how long Close waits after SIGTERM before SIGKILL
+	WriteStall      time.Duration // 0: 30s; a write that makes no progress this long fails
+	DrainGrace      time.Duration // 0: 2s; after exit, how long a pipe held open by an escaped process is waited for
+
+	Logger *slog.Logger // nil: discard
+}
+
+func (c *Config) defaults() {
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 64 << 20
+	}
+	if c.StderrLineBytes <= 0 {
+		c.StderrLineBytes = 16 << 10
+	}
+	if c.StdinGrace <= 0 {
+		c.StdinGrace = 5 * time.Second
+	}
+	if c.TermGrace <= 0 {
+		c.TermGrace = 5 * time.Second
+	}
+	if c.WriteStall <= 0 {
+		c.WriteStall = 30 * time.Second
+	}
+	if c.DrainGrace <= 0 {
+		c.DrainGrace = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Process is a running child. ReadMessage must be called from one goroutine
+// only; WriteMessage and Close are safe for concurrent use.
+type Process struct {
+	cfg   Config
+	cmd   *exec.Cmd
+	pid   int
+	log   *slog.Logger
+	start time.Time
+
+	stdin  *os.File // write end
+	stdout *os.File // read end
+	stderr *os.File // read end
+	lines  *lineReader
+
+	writeTok chan struct{} // 1-buffered: holding it means owning stdin for one whole line
+	writeErr error         // set once stdin is broken; guarded by writeTok
+
+	exited     chan struct{}
+	exitErr    error // valid after exited is closed
+	stderrDone chan struct{}
+
+	closeOnce sync.Once
+}
+
+// Start runs the command in its own process group with stdin, stdout and
+// stderr on pipes the gateway owns.
+func Start(cfg Config) (*Process, error) {
+	cfg.defaults()
+	// Pipes from os.Pipe are pollable, so deadlines work on them, and handing
+	// *os.File values to exec means exec starts no copying goroutines and
+	// Wait never closes our read ends under a reader.
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: stdin pipe: %w", cfg.Path, err)
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdinR, stdinW)
+		return nil, fmt.Errorf("start %s: stdout pipe: %w", cfg.Path, err)
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdinR, stdinW, stdoutR, stdoutW)
+		return nil, fmt.Errorf("start %s: stderr pipe: %w", cfg.Path, err)
+	}
+	cmd := exec.Command(cfg.Path, cfg.Args...)
+	cmd.Env = cfg.Env
+	cmd.Dir = cfg.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	// A group of its own lets one signal reach wrappers and what they spawn
+	// (npx, shell scripts), and lets the sweep find leftovers after exit.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
+		return nil, fmt.Errorf("start %s: %w", cfg.Path, err)
+	}
+	// The child holds its own copies now; ours would keep EOF from ever coming.
+	closeAll(stdinR, stdoutW, stderrW)
+
+	p := &Process{
+		cfg:        cfg,
+		cmd:        cmd,
+		pid:        cmd.Process.Pid,
+		start:      time.Now(),
+		stdin:      stdinW,
+		stdout:     stdoutR,
+		stderr:     stderrR,
+		writeTok:   make(chan struct{}, 1),
+		exited:     make(chan struct{}),
+		stderrDone: make(chan struct{}),
+	}
+	p.log = cfg.Logger.With("pid", p.pid)
+	p.lines = newLineReader(stdoutR, cfg.MaxMessageBytes)
+	p.writeTok <- struct{}{}
+	p.log.Info("child started", "path", cfg.Path, "args", cfg.Args)
+	go p.wait()
+	go p.logStderr()
+	return p, nil
+}
+
+// Pid is the child's process id (and its process group id).
+func (p *Process) Pid() int { return p.pid }
+
+// Exited is closed once the child has exited and been reaped.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// ExitErr is how the child ended (nil for status 0); valid after Exited.
+func (p *Process) ExitErr() error {
+	<-p.exited
+	return p.exitErr
+}
+
+// wait reaps the child, then sweeps its process group: a grandchild that
+// inherited stdout would otherwise keep the reader from ever seeing EOF.
+func (p *Process) wait() {
+	err := p.cmd.Wait()
+	p.exitErr = err
+	if err := signalGroup(p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		p.log.Warn("sweep process group", "err", err)
+	}
+	close(p.exited)
+	p.log.Info("child exited", "status", exitStatus(err), "dur", time.Since(p.start).Round(time.Millisecond))
+	// Anything that escaped the group (setsid) may still hold the pipes; give
+	// the readers time to drain what the child wrote, then cut them loose.
+	time.AfterFunc(p.cfg.DrainGrace, func() {
+		now := time.Now()
+		_ = p.stdout.SetReadDeadline(now)
+		_ = p.stderr.SetReadDeadline(now)
+	})
+}
+
+// Close stops the child as the MCP lifecycle says: close stdin and wait,
+// then SIGTERM the group and wait, then SIGKILL. It returns once the child
+// has been reaped and its stderr drained; calling it again returns at once.
+func (p *Process) Close() error {
+	p.closeOnce.Do(func() {
+		_ = p.stdin.Close() // unblocks a writer stuck on a full pipe, too
+		if p.waitExit(p.cfg.StdinGrace) {
+			return
+		}
+		p.log.Info("child still running after stdin closed; sending SIGTERM", "grace", p.cfg.StdinGrace)
+		if err := signalGroup(p.pid, syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			p.log.Warn("SIGTERM", "err", err)
+		}
+		if p.waitExit(p.cfg.TermGrace) {
+			return
+		}
+		p.log.Warn("child ignored SIGTERM; sending SIGKILL", "grace", p.cfg.TermGrace)
+		if err := signalGroup(p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			p.log.Warn("SIGKILL", "err", err)
+		}
+		<-p.exited
+	})
+	<-p.stderrDone
+	// The reader may still be parked on stdout if something outside the group
+	// holds the pipe; closing our end hands it EOF.
+	_ = p.stdout.Close()
+	return nil
+}
+
+func (p *Process) waitExit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// signalGroup signals the whole process group; a group already gone is
+// reported as os.ErrProcessDone.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pgid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// logStderr drains stderr for the life of the child: an unread stderr pipe
+// fills up and blocks the child. The spec says stderr is not an error signal,
+// so lines are logged at Info.
+func (p *Process) logStderr() {
+	defer close(p.stderrDone)
+	defer p.stderr.Close()
+	br := bufio.NewReaderSize(p.stderr, p.cfg.StderrLineBytes)
+	log := p.log.With("stream", "stderr")
+	for {
+		line, err := br.ReadSlice('\n')
+		cut := errors.Is(err, bufio.ErrBufferFull)
+		if text := trimEOL(line); len(text) > 0 {
+			if cut {
+				// The rest of the line follows as the next entry.
+				log.Info("child stderr", "line", string(text), "truncated", true)
+			} else {
+				log.Info("child stderr", "line", string(text))
+			}
+		}
+		if err != nil && !cut {
+			return
+		}
+	}
+}

@@ -1,0 +1,450 @@
+package stdio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// logs records slog entries as "msg key=value ..." strings.
+type logs struct {
+	mu      sync.Mutex
+	entries []string
+	attrs   []slog.Attr
+}
+
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	for _, a := range l.attrs {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+	}
+	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries = append(l.entries, b.String())
+	return nil
+}
+func (l *logs) WithAttrs(as []slog.Attr) slog.Handler {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return &logsView{l, append(append([]slog.Attr{}, l.attrs...), as...)}
+}
+func (l *logs) WithGroup(string) slog.Handler { return l }
+func (l *logs) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.entries...)
+}
+func (l *logs) find(substr ...string) (string, bool) {
+next:
+	for _, e := range l.all() {
+		for _, s := range substr {
+			if !strings.Contains(e, s) {
+				continue next
+			}
+		}
+		return e, true
+	}
+	return "", false
+}
+
+type logsView struct {
+	l     *logs
+	attrs []slog.Attr
+}
+
+func (v *logsView) Enabled(ctx context.Context, lv slog.Level) bool { return true }
+func (v *logsView) Handle(ctx context.Context, r slog.Record) error {
+	r2 := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r2.AddAttrs(v.attrs...)
+	r.Attrs(func(a slog.Attr) bool { r2.AddAttrs(a); return true })
+	return v.l.Handle(ctx, r2)
+}
+func (v *logsView) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logsView{v.l, append(append([]slog.Attr{}, v.attrs...), as...)}
+}
+func (v *logsView) WithGroup(string) slog.Handler { return v }
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	p := start(t, child(t, "cat"))
+	ctx := context.Background()
+	msgs := []string{`{"a":1}`, `{"b":"two"}`, strings.Repeat("z", 200<<10)}
+	for _, m := range msgs {
+		if err := p.WriteMessage(ctx, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range msgs {
+		got, err := p.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Fatalf("read %.40q (%d bytes), want %.40q (%d bytes)", got, len(got), want, len(want))
+		}
+	}
+	p.Close()
+	if _, err := p.ReadMessage(); err != io.EOF {
+		t.Errorf("ReadMessage after Close = %v, want io.EOF", err)
+	}
+	if err := p.WriteMessage(ctx, []byte(`{}`)); !errors.Is(err, ErrBroken) {
+		t.Errorf("WriteMessage after Close = %v, want ErrBroken", err)
+	}
+}
+
+// Concurrent writers must never interleave: every line read back is one of
+// the lines written, whole.
+func TestConcurrentWritesStayWhole(t *testing.T) {
+	t.Parallel()
+	p := start(t, child(t, "cat"))
+	const writers = 32
+	want := map[string]bool{}
+	var lines []string
+	for i := range writers {
+		line := strconv.Itoa(i) + ":" + strings.Repeat(string(rune('a'+i%26)), (i%4)*50_000+10)
+		lines = append(lines, line)
+		want[line] = true
+	}
+	var wg sync.WaitGroup
+	for _, line := range lines {
+		wg.Go(func() {
+			if err := p.WriteMessage(context.Background(), []byte(line)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for range writers {
+		got, err := p.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !want[string(got)] {
+			t.Fatalf("read a line that was never written: %.60q (%d bytes)", got, len(got))
+		}
+		delete(want, string(got))
+	}
+	wg.Wait()
+}
+
+func TestNewlineRefused(t *testing.T) {
+	t.Parallel()
+	p := start(t, child(t, "cat"))
+	if err := p.WriteMessage(context.Background(), []byte("{\"a\":\n1}")); !errors.Is(err, ErrNewline) {
+		t.Fatalf("WriteMessage with a newline = %v, want ErrNewline", err)
+	}
+	// The refusal must not have broken the stream.
+	if err := p.WriteMessage(context.Background(), []byte(`{"ok":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.ReadMessage(); err != nil || string(got) != `{"ok":true}` {
+		t.Fatalf("ReadMessage = %q, %v", got, err)
+	}
+}
+
+// A line over the limit is skipped with its size and head reported, and the
+// next line still arrives.
+func TestTooLongLineIsSkipped(t *testing.T) {
+	t.Parallel()
+	cfg := child(t, "lines", "first", "big:3000000", "after", "big:1048576", "last")
+	cfg.MaxMessageBytes = 1 << 20
+	p := start(t, cfg)
+	expect := func(want string) {
+		t.Helper()
+		got, err := p.ReadMessage()
+		if err != nil || string(got) != want {
+			t.Fatalf("ReadMessage = %.40q, %v; want %q", got, err, want)
+		}
+	}
+	expect("first")
+	_, err := p.ReadMessage()
+	var tl *TooLongError
+	if !errors.As(err, &tl) {
+		t.Fatalf("ReadMessage = %v, want *TooLongError", err)
+	}
+	if tl.Size != 3_000_000 || tl.Limit != 1<<20 || !bytes.HasPrefix(tl.Head, []byte(`{"id":7,"result":"xxx`)) || len(tl.Head) != headBytes {
+		t.Errorf("TooLongError = size %d limit %d head %.30q (%d bytes)", tl.Size, tl.Limit, tl.Head, len(tl.Head))
+	}
+	expect("after")
+	// Exactly at the limit passes.
+	got, err := p.ReadMessage()
+	if err != nil || len(got) != 1<<20 {
+		t.Fatalf("ReadMessage at the limit = %d bytes, %v", len(got), err)
+	}
+	expect("last")
+}
+
+// A 20 MiB line passes, and the memory it took is not kept afterwards.
+func TestLargeMessageMemoryIsReleased(t *testing.T) {
+	p := start(t, child(t, "cat"))
+	big := make([]byte, 20<<20)
+	for i := range big {
+		big[i] = 'a' + byte(i%26)
+	}
+	go func() {
+		if err := p.WriteMessage(context.Background(), big); err != nil {
+			t.Error(err)
+		}
+	}()
+	got, err := p.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, big) {
+		t.Fatalf("read %d bytes, not the %d written", len(got), len(big))
+	}
+	got, big = nil, nil
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	// What stays is the reader's 64 KiB buffer; anything near the message
+	// size would mean a retained buffer.
+	if ms.HeapAlloc > 16<<20 {
+		t.Errorf("heap after the message = %d MiB, want well under the 20 MiB message", ms.HeapAlloc>>20)
+	}
+	if err := p.WriteMessage(context.Background(), []byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.ReadMessage(); err != nil || string(got) != "small" {
+		t.Fatalf("ReadMessage = %q, %v", got, err)
+	}
+}
+
+func TestStderrIsLoggedByLine(t *testing.T) {
+	t.Parallel()
+	rec := &logs{}
+	cfg := child(t, "stderr", "hello", "", strings.Repeat("e", 100), "bye")
+	cfg.StderrLineBytes = 64
+	cfg.Logger = slog.New(rec)
+	p := start(t, cfg)
+	if _, err := p.ReadMessage(); err != io.EOF {
+		t.Fatalf("ReadMessage = %v, want io.EOF", err)
+	}
+	p.Close()
+	pid := "pid=" + strconv.Itoa(p.Pid())
+	for _, want := range [][]string{
+		{"child stderr", "line=hello", pid, "stream=stderr"},
+		{"child stderr", "line=" + strings.Repeat("e", 64), "truncated=true"},
+		{"child stderr " + pid + " stream=stderr line=" + strings.Repeat("e", 36)},
+		{"child stderr", "line=bye"},
+	} {
+		if _, ok := rec.find(want...); !ok || (len(want) == 1 && !slices.Contains(rec.all(), want[0])) {
+			t.Errorf("no log entry with %q in:\n%s", want, strings.Join(rec.all(), "\n"))
+		}
+	}
+}
+
+// Close walks the ladder only as far as the child makes it.
+func TestCloseLadder(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		child      string
+		wantLog    string // the last step taken
+		notLog     string // a step that must not be taken
+		wantSignal syscall.Signal
+	}{
+		"exits on stdin close": {child: "cat", notLog: "SIGTERM"},
+		"needs SIGTERM":        {child: "ignore-stdin", wantLog: "sending SIGTERM", notLog: "SIGKILL", wantSignal: syscall.SIGTERM},
+		"needs SIGKILL":        {child: "ignore-term", wantLog: "sending SIGKILL", wantSignal: syscall.SIGKILL},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rec := &logs{}
+			cfg := child(t, tt.child)
+			// Short graces where the step is expected to be needed, a
+			// generous one where it must not be (a loaded machine can be slow
+			// to run a child that would exit on its own).
+			cfg.StdinGrace, cfg.TermGrace = time.Minute, time.Minute
+			if tt.wantSignal != 0 {
+				cfg.StdinGrace = 200 * time.Millisecond
+			}
+			if tt.wantSignal == syscall.SIGKILL {
+				cfg.TermGrace = 200 * time.Millisecond
+			}
+			cfg.Logger = slog.New(rec)
+			p := start(t, cfg)
+			if tt.child != "cat" {
+				// Wait until the child has set itself up (signal handlers).
+				if line, err := p.ReadMessage(); err != nil || string(line) != "ready" {
+					t.Fatalf("ReadMessage = %q, %v; want ready", line, err)
+				}
+			}
+			p.Close()
+			select {
+			case <-p.Exited():
+			default:
+				t.Fatal("Close returned before the child exited")
+			}
+			if tt.wantLog != "" {
+				if _, ok := rec.find(tt.wantLog); !ok {
+					t.Errorf("no %q in the log:\n%s", tt.wantLog, strings.Join(rec.all(), "\n"))
+				}
+			}
+			if _, ok := rec.find(tt.notLog); ok && tt.notLog != "" {
+				t.Errorf("log has %q, a step too far:\n%s", tt.notLog, strings.Join(rec.all(), "\n"))
+			}
+			var ee *exec.ExitError
+			err := p.ExitErr()
+			switch {
+			case tt.wantSignal == 0 && err != nil:
+				t.Errorf("ExitErr = %v, want nil", err)
+			case tt.wantSignal != 0 && (!errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != tt.wantSignal):
+				t.Errorf("ExitErr = %v, want death by %v", err, tt.wantSignal)
+			}
+		})
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	p := start(t, child(t, "exit", "3"))
+	if _, err := p.ReadMessage(); err != io.EOF {
+		t.Fatalf("ReadMessage = %v, want io.EOF", err)
+	}
+	var ee *exec.ExitError
+	if err := p.ExitErr(); !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("ExitErr = %v, want exit status 3", err)
+	}
+	// Writing to a child that is gone breaks stdin rather than hanging.
+	if err := p.WriteMessage(context.Background(), []byte("x")); !errors.Is(err, ErrBroken) {
+		t.Errorf("WriteMessage to an exited child = %v, want ErrBroken", err)
+	}
+}
+
+func TestStartFailure(t *testing.T) {
+	t.Parallel()
+	_, err := Start(Config{Path: "/nonexistent/server"})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/server") {
+		t.Fatalf("Start of a missing program = %v, want an error naming it", err)
+	}
+}
+
+// A grandchild holding stdout is swept with the group, so EOF arrives.
+func TestGrandchildIsSwept(t *testing.T) {
+	t.Parallel()
+	p := start(t, child(t, "grandchild"))
+	line, err := p.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpid, _ := strconv.Atoi(string(line))
+	if _, err := p.ReadMessage(); err != io.EOF {
+		t.Fatalf("ReadMessage = %v, want io.EOF once the group is swept", err)
+	}
+	if !exits(t, gpid, 10*time.Second) {
+		t.Errorf("grandchild %d still running after the sweep", gpid)
+	}
+}
+
+// A grandchild that left the group cannot be swept; the reader is cut loose
+// after DrainGrace instead of hanging.
+func TestEscapedGrandchildDoesNotHangTheReader(t *testing.T) {
+	t.Parallel()
+	cfg := child(t, "grandchild", "setsid")
+	cfg.DrainGrace = 100 * time.Millisecond
+	p := start(t, cfg)
+	line, err := p.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpid, _ := strconv.Atoi(string(line))
+	t.Cleanup(func() { syscall.Kill(gpid, syscall.SIGKILL) })
+	if _, err := p.ReadMessage(); err != io.EOF {
+		t.Fatalf("ReadMessage = %v, want io.EOF", err)
+	}
+	p.Close()
+}
+
+// exits reports whether pid exits (or is gone) within d. It waits on a
+// pidfd, which turns readable when the process exits, even for a process
+// that is not our child.
+func exits(t *testing.T, pid int, d time.Duration) bool {
+	const sysPidfdOpen = 434
+	fd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(pid), 0, 0)
+	if errno == syscall.ESRCH {
+		return true
+	}
+	if errno != 0 {
+		t.Fatalf("pidfd_open(%d): %v", pid, errno)
+	}
+	defer syscall.Close(int(fd))
+	var set syscall.FdSet
+	set.Bits[fd/64] |= 1 << (fd % 64)
+	tv := syscall.NsecToTimeval(d.Nanoseconds())
+	for {
+		n, err := syscall.Select(int(fd)+1, &set, nil, nil, &tv)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("select on pidfd: %v", err)
+		}
+		return n > 0
+	}
+}
+
+// A child that never reads stdin: ctx abandons a write that has not begun,
+// the stall limit fails one that cannot begin, and neither breaks stdin.
+func TestWriteToChildThatDoesNotRead(t *testing.T) {
+	t.Parallel()
+	cfg := child(t, "noread")
+	cfg.WriteStall = 200 * time.Millisecond
+	p := start(t, cfg)
+	if _, err := p.ReadMessage(); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the pipe exactly, so that the next write cannot start.
+	size := pipeSize(t, p.stdin)
+	if err := p.WriteMessage(context.Background(), bytes.Repeat([]byte("f"), size-1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.WriteMessage(ctx, []byte("x")); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteMessage with a cancelled ctx = %v, want context.Canceled", err)
+	}
+	if err := p.WriteMessage(context.Background(), []byte("x")); !errors.Is(err, ErrStalled) {
+		t.Errorf("WriteMessage into a full pipe = %v, want ErrStalled", err)
+	}
+	if p.writeErr != nil {
+		t.Errorf("stdin marked broken (%v) though no partial line went out", p.writeErr)
+	}
+}
+
+// pipeSize asks the kernel for the pipe's capacity. It goes through
+// SyscallConn because File.Fd would put the pipe in blocking mode and turn
+// off deadlines.
+func pipeSize(t *testing.T, f *os.File) int {
+	const fGetPipeSz = 1032
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uintptr
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		n, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, fGetPipeSz, 0)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	return int(n)
+}
