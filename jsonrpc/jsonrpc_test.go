@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -188,4 +189,27 @@ func FuzzRewriteID(f *testing.F) {
 			t.Fatalf("restore(rewrite(%s)) = %s", raw, restored)
 		}
 	})
+}
+
+func TestElements(t *testing.T) {
+	b := []byte(` [ {"a":1} , 2,"x" ] `)
+	spans, err := Elements(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range spans {
+		got = append(got, string(b[s.Start:s.End]))
+	}
+	if want := []string{`{"a":1}`, `2`, `"x"`}; !slices.Equal(got, want) {
+		t.Errorf("Elements = %q, want %q", got, want)
+	}
+	for _, bad := range []string{`[1,]`, `{}`, `[1] 2`, `[`} {
+		if _, err := Elements([]byte(bad)); err == nil {
+			t.Errorf("Elements(%s) accepted invalid input", bad)
+		}
+	}
+	if spans, err := Elements([]byte(`[]`)); err != nil || len(spans) != 0 {
+		t.Errorf("Elements([]) = %v, %v", spans, err)
+	}
 }

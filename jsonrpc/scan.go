@@ -350,3 +350,43 @@ func digits(b []byte, i int) int {
 	}
 	return i
 }
+
+// Elements validates that b is exactly one JSON array and returns the spans
+// of its elements. A 2025-03-26 peer may send a batch this way.
+func Elements(b []byte) ([]Span, error) {
+	s := scanner{b: b}
+	i := s.ws(0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, s.fail(i, "expected an array")
+	}
+	var out []Span
+	i = s.ws(i + 1)
+	if i < len(b) && b[i] == ']' {
+		i++
+	} else {
+		for {
+			start := i
+			end, err := s.value(i, 1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Span{start, end})
+			i = s.ws(end)
+			if i >= len(b) {
+				return nil, s.fail(i, "unexpected end of input in an array")
+			}
+			if b[i] == ']' {
+				i++
+				break
+			}
+			if b[i] != ',' {
+				return nil, s.fail(i, "expected ',' or ']' in an array")
+			}
+			i = s.ws(i + 1)
+		}
+	}
+	if j := s.ws(i); j != len(b) {
+		return nil, s.fail(j, "data after the top-level value")
+	}
+	return out, nil
+}

@@ -24,6 +24,9 @@ type TooLongError struct {
 	Head  []byte // the line's first bytes
 }
 
+// Skipped reports the discarded line's size and first bytes.
+func (e *TooLongError) Skipped() (int64, []byte) { return e.Size, e.Head }
+
 func (e *TooLongError) Error() string {
 	return fmt.Sprintf("child wrote a %d-byte line, over the %d-byte limit; discarded", e.Size, e.Limit)
 }
@@ -101,6 +104,9 @@ func trimEOL(b []byte) []byte {
 	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
+// Broken reports whether stdin can no longer carry messages.
+func (p *Process) Broken() bool { return p.broken.Load() }
+
 // ReadMessage returns the next line the child wrote to stdout, without its
 // newline. A *TooLongError is not fatal: call again. io.EOF means the child
 // closed stdout (normally: it exited). Only one goroutine may call it.
@@ -120,6 +126,9 @@ func (p *Process) ReadMessage() ([]byte, error) {
 func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 	if bytes.IndexByte(msg, '\n') >= 0 {
 		return ErrNewline
+	}
+	if err := ctx.Err(); err != nil {
+		return err // select below would pick at random when both are ready
 	}
 	select {
 	case <-p.writeTok:
@@ -190,6 +199,7 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 		default:
 			p.writeErr = fmt.Errorf("%w: %v", ErrBroken, err)
 		}
+		p.broken.Store(true)
 		return p.writeErr
 	}
 	return nil

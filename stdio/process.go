@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -72,6 +73,7 @@ type Process struct {
 
 	writeTok chan struct{} // 1-buffered: holding it means owning stdin for one whole line
 	writeErr error         // set once stdin is broken; guarded by writeTok
+	broken   atomic.Bool   // writeErr != nil, readable without the token
 
 	exited     chan struct{}
 	exitErr    error // valid after exited is closed

@@ -1,0 +1,334 @@
+// Package bridge multiplexes many JSON-RPC callers onto one stdio MCP child.
+//
+// Every request gets a gateway-allocated id that is never reused; the
+// caller's id and progress token are put back on the way out, byte for byte.
+// A caller that goes away is retired at once and the child is told with
+// notifications/cancelled. The bridge speaks to children of either MCP era
+// and restarts a child that exits.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// Transport carries newline-free messages to and from one child.
+type Transport interface {
+	// ReadMessage returns the next message from the child. Only the bridge's
+	// reader goroutine calls it. An error other than one that says a single
+	// message was skipped (see skippedMessage) ends the session.
+	ReadMessage() ([]byte, error)
+	// WriteMessage writes one message. It returns ctx.Err() only when ctx
+	// ended before any of the message went out; any other error means the
+	// message was not delivered. Safe for concurrent use.
+	WriteMessage(ctx context.Context, msg []byte) error
+	// Close stops the child; ReadMessage then returns an error.
+	Close() error
+}
+
+// breaker is implemented by transports that can tell when they can no
+// longer carry messages at all, as opposed to failing one write.
+type breaker interface{ Broken() bool }
+
+// skippedMessage is implemented by read errors that cost one message and
+// leave the stream usable, such as a line over the size limit. Head is the
+// message's first bytes.
+type skippedMessage interface {
+	error
+	Skipped() (size int64, head []byte)
+}
+
+// StartFunc starts a child and returns its transport.
+type StartFunc func(ctx context.Context) (Transport, error)
+
+// Era is how the bridge talks to its child.
+type Era string
+
+const (
+	EraAuto   Era = "auto"   // probe with server/discover, fall back to initialize
+	EraLegacy Era = "legacy" // initialize + notifications/initialized (2025 revisions)
+	EraModern Era = "modern" // stateless 2026-07-28: no handshake
+)
+
+// Options configure a Bridge. Zero values mean the documented defaults.
+type Options struct {
+	Era              Era           // "": auto
+	IdleTimeout      time.Duration // 0: 5m; a call with no response and no progress for this long times out
+	MaxDuration      time.Duration // 0: 30m; no call runs longer, progress or not
+	ProbeTimeout     time.Duration // 0: 10s; how long auto waits for server/discover
+	HandshakeTimeout time.Duration // 0: 60s; how long initialize may take
+	CancelTimeout    time.Duration // 0: 5s; how long writing notifications/cancelled may take
+	RestartMin       time.Duration // 0: 250ms; first delay before restarting a child that exited
+	RestartMax       time.Duration // 0: 30s; the delay doubles up to this
+	MaxNotes         int           // 0: 256; undelivered notifications kept per call before progress is coalesced
+	ClientName       string        // "": stdiomcp-gateway; clientInfo.name toward the child
+	ClientVersion    string        // "": dev
+	Logger           *slog.Logger  // nil: discard
+}
+
+func (o *Options) defaults() {
+	if o.Era == "" {
+		o.Era = EraAuto
+	}
+	setDefault(&o.IdleTimeout, 5*time.Minute)
+	setDefault(&o.MaxDuration, 30*time.Minute)
+	setDefault(&o.ProbeTimeout, 10*time.Second)
+	setDefault(&o.HandshakeTimeout, 60*time.Second)
+	setDefault(&o.CancelTimeout, 5*time.Second)
+	setDefault(&o.RestartMin, 250*time.Millisecond)
+	setDefault(&o.RestartMax, 30*time.Second)
+	if o.MaxNotes <= 0 {
+		o.MaxNotes = 256
+	}
+	if o.ClientName == "" {
+		o.ClientName = "stdiomcp-gateway"
+	}
+	if o.ClientVersion == "" {
+		o.ClientVersion = "dev"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// Bridge serves calls from many callers with one child at a time.
+type Bridge struct {
+	opts  Options
+	start StartFunc
+	log   *slog.Logger
+
+	// nextID is shared by every child the bridge ever starts, so an id is
+	// never reused for the life of the gateway.
+	nextID atomic.Int64
+
+	mu      sync.Mutex
+	sess     *session      // the current child; nil before the first
+	starting bool          // a child is being started or handshaken
+	changed  chan struct{} // closed and replaced whenever the state above changes
+	closed   bool
+
+	stopRun context.CancelFunc
+	runDone chan struct{}
+	wg      sync.WaitGroup // cancellations and replies still being written
+
+	late     atomic.Uint64 // responses for calls already retired
+	unknown  atomic.Uint64 // responses for ids the bridge never sent
+	restarts atomic.Uint64
+}
+
+// New starts the first child in the background and returns at once; calls
+// made before its handshake is done wait for it.
+func New(start StartFunc, opts Options) *Bridge {
+	opts.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Bridge{
+		opts:    opts,
+		start:   start,
+		log:     opts.Logger,
+		changed:  make(chan struct{}),
+		starting: true,
+		stopRun:  cancel,
+		runDone: make(chan struct{}),
+	}
+	go b.run(ctx)
+	return b
+}
+
+// ErrClosed is returned by calls made after Close.
+var ErrClosed = errors.New("bridge: closed")
+
+// run keeps a child running: start, handshake, serve until it ends, wait,
+// start again. The delay doubles after each quick failure so a child that
+// cannot start is never restarted in a hot loop.
+func (b *Bridge) run(ctx context.Context) {
+	defer close(b.runDone)
+	delay := b.opts.RestartMin
+	for {
+		began := time.Now()
+		b.setStarting(true)
+		s, err := b.startSession(ctx)
+		b.setStarting(false)
+		if err == nil {
+			select {
+			case <-s.done:
+			case <-ctx.Done():
+				return
+			}
+			err = s.endErr()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// A child that served for a good while earns a quick restart.
+		if time.Since(began) > 4*b.opts.RestartMax {
+			delay = b.opts.RestartMin
+		}
+		b.log.Warn("child unavailable; restarting", "err", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		delay = min(2*delay, b.opts.RestartMax)
+		b.restarts.Add(1)
+	}
+}
+
+func (b *Bridge) startSession(ctx context.Context) (*session, error) {
+	t, err := b.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(b, t)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		t.Close()
+		return nil, ErrClosed
+	}
+	b.sess = s
+	b.notifyChangedLocked()
+	b.mu.Unlock()
+	go s.readLoop()
+	if err := s.handshake(ctx); err != nil {
+		s.kill(err)
+		<-s.done
+		return nil, err
+	}
+	b.mu.Lock()
+	s.ready = true
+	b.notifyChangedLocked()
+	b.mu.Unlock()
+	return s, nil
+}
+
+func (b *Bridge) setStarting(v bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.starting = v
+	b.notifyChangedLocked()
+}
+
+func (b *Bridge) notifyChangedLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// readySession returns the current child once its handshake is done. It
+// waits while a child is starting; with no child at all it fails at once.
+func (b *Bridge) readySession(ctx context.Context) (*session, error) {
+	for {
+		b.mu.Lock()
+		s, changed, closed, starting := b.sess, b.changed, b.closed, b.starting
+		ready := s != nil && s.ready && s.endErr() == nil
+		b.mu.Unlock()
+		switch {
+		case closed:
+			return nil, errShutdown()
+		case ready:
+			return s, nil
+		case !starting:
+			return nil, errUnavailable("the child process is not running; it is being restarted")
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// WaitReady blocks until a child is ready (see Ready), the bridge is
+// closed, or ctx ends.
+func (b *Bridge) WaitReady(ctx context.Context) error {
+	for {
+		b.mu.Lock()
+		s, changed, closed := b.sess, b.changed, b.closed
+		ready := s != nil && s.ready && s.endErr() == nil
+		b.mu.Unlock()
+		switch {
+		case closed:
+			return ErrClosed
+		case ready:
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Ready reports whether a child is running and its handshake is done.
+func (b *Bridge) Ready() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.closed && b.sess != nil && b.sess.ready && b.sess.endErr() == nil
+}
+
+// Stats are counters for tests and metrics.
+type Stats struct {
+	Pending       int    // calls waiting for the child
+	LateResponses uint64 // responses dropped because their call had been retired
+	Unknown       uint64 // responses for ids the bridge never sent
+	Restarts      uint64 // children started after the first
+}
+
+// Stats returns the current counters.
+func (b *Bridge) Stats() Stats {
+	st := Stats{LateResponses: b.late.Load(), Unknown: b.unknown.Load(), Restarts: b.restarts.Load()}
+	b.mu.Lock()
+	s := b.sess
+	b.mu.Unlock()
+	if s != nil {
+		st.Pending = s.pendingCount()
+	}
+	return st
+}
+
+// Close refuses new calls, cancels the calls in flight (telling the child,
+// within ctx), stops the child and waits for the bridge's goroutines.
+func (b *Bridge) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		<-b.runDone
+		return nil
+	}
+	b.closed = true
+	b.notifyChangedLocked()
+	b.mu.Unlock()
+	b.stopRun()
+	<-b.runDone
+	b.mu.Lock()
+	s := b.sess
+	b.mu.Unlock()
+	if s != nil {
+		s.shutdown(ctx)
+	}
+	b.wg.Wait()
+	return nil
+}
+
+func errUnavailable(msg string) *jsonrpc.Error {
+	return jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable", msg)
+}
+
+func errShutdown() *jsonrpc.Error {
+	return jsonrpc.GatewayError(jsonrpc.CodeShutdown, "shutting_down", "the gateway is shutting down")
+}

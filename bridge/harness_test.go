@@ -1,0 +1,246 @@
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// pipeTransport is the bridge's end of an in-memory child: two io.Pipes
+// carrying newline-framed messages, as a real child's stdio would.
+type pipeTransport struct {
+	r        *bufio.Reader
+	rc       *io.PipeReader // child -> bridge
+	w        *io.PipeWriter // bridge -> child
+	tok      chan struct{}
+	maxLine  int
+	closeOne sync.Once
+	closed   chan struct{}
+}
+
+// tooLong mimics the stdio reader's error for a line over the limit.
+type tooLong struct {
+	size int64
+	head []byte
+}
+
+func (e *tooLong) Error() string                 { return fmt.Sprintf("a %d-byte line over the limit", e.size) }
+func (e *tooLong) Skipped() (int64, []byte)      { return e.size, e.head }
+func (p *pipeTransport) ReadMessage() ([]byte, error) {
+	for {
+		line, err := p.r.ReadBytes('\n')
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		if p.maxLine > 0 && len(line) > p.maxLine {
+			return nil, &tooLong{int64(len(line)), line[:min(len(line), 64)]}
+		}
+		if len(line) > 0 {
+			return line, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (p *pipeTransport) WriteMessage(ctx context.Context, msg []byte) error {
+	if bytes.IndexByte(msg, '\n') >= 0 {
+		return errors.New("message with a newline")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-p.tok:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { p.tok <- struct{}{} }()
+	// Like stdio after its first byte: the write is finished whatever ctx does.
+	_, err := p.w.Write(append(msg, '\n'))
+	return err
+}
+
+func (p *pipeTransport) Close() error {
+	p.closeOne.Do(func() {
+		close(p.closed)
+		p.w.Close()
+		p.rc.CloseWithError(io.EOF)
+	})
+	return nil
+}
+
+// fakeChild is the other end: the test reads what the bridge wrote from got
+// and writes lines back with send.
+type fakeChild struct {
+	t      *testing.T
+	out    *io.PipeWriter
+	wmu    sync.Mutex
+	got    chan *jsonrpc.Message
+	gate   chan struct{} // when not nil, reading waits for it to close
+	auto   autoReply
+	exited chan struct{}
+}
+
+// autoReply says how the fake child answers the handshake by itself.
+type autoReply struct {
+	discover   string // "result", "error" or "" (silent)
+	initialize bool   // answer initialize with a 2025-11-25 InitializeResult
+}
+
+func (c *fakeChild) readLoop(r io.Reader) {
+	defer close(c.exited)
+	defer close(c.got)
+	if c.gate != nil {
+		<-c.gate
+	}
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		m, err := jsonrpc.Parse(bytes.TrimSuffix(line, []byte("\n")))
+		if err != nil {
+			c.t.Errorf("bridge wrote an invalid message %q: %v", line, err)
+			return
+		}
+		switch {
+		case m.Method == "server/discover" && c.auto.discover == "result":
+			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1"}}}}`, m.ID)
+		case m.Method == "server/discover" && c.auto.discover == "error":
+			c.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
+		case m.Method == "initialize" && c.auto.initialize:
+			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"fake","version":"1"},"instructions":"be nice"}}`, m.ID)
+		}
+		c.got <- m
+	}
+}
+
+func (c *fakeChild) send(format string, args ...any) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := fmt.Fprintf(c.out, format+"\n", args...); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		c.t.Errorf("fake child write: %v", err)
+	}
+}
+
+// exit closes the child's output, as a process that exits does.
+func (c *fakeChild) exit() { c.out.Close() }
+
+// next returns the next message the bridge wrote, skipping the handshake.
+func (c *fakeChild) next() *jsonrpc.Message {
+	c.t.Helper()
+	for {
+		select {
+		case m, ok := <-c.got:
+			if !ok {
+				c.t.Fatal("the bridge closed the child's input")
+			}
+			if m.Method == "server/discover" || m.Method == "initialize" || m.Method == "notifications/initialized" {
+				continue
+			}
+			return m
+		case <-time.After(10 * time.Second):
+			c.t.Fatal("no message from the bridge")
+		}
+	}
+}
+
+// expect returns the next message and checks its method.
+func (c *fakeChild) expect(method string) *jsonrpc.Message {
+	c.t.Helper()
+	m := c.next()
+	if m.Method != method {
+		c.t.Fatalf("child got %s %s, want %s", m.Method, m.Raw, method)
+	}
+	return m
+}
+
+// world is a bridge wired to fake children; each start makes a new one.
+type world struct {
+	t        *testing.T
+	b        *Bridge
+	children chan *fakeChild
+	auto     autoReply
+	maxLine  int
+	gated    bool
+}
+
+func newWorld(t *testing.T, opts Options, auto autoReply) *world {
+	w := &world{t: t, children: make(chan *fakeChild, 8), auto: auto}
+	w.b = New(w.start, opts)
+	t.Cleanup(func() {
+		w.b.Close(context.Background())
+		for {
+			select {
+			case c := <-w.children:
+				c.exit()
+			default:
+				return
+			}
+		}
+	})
+	return w
+}
+
+func (w *world) start(ctx context.Context) (Transport, error) {
+	toChild, fromBridge := io.Pipe()
+	fromChild, toBridge := io.Pipe()
+	c := &fakeChild{t: w.t, out: toBridge, got: make(chan *jsonrpc.Message, 1024), auto: w.auto, exited: make(chan struct{})}
+	if w.gated {
+		c.gate = make(chan struct{})
+	}
+	go c.readLoop(toChild)
+	w.children <- c
+	tr := &pipeTransport{r: bufio.NewReader(fromChild), rc: fromChild, w: fromBridge, tok: make(chan struct{}, 1), closed: make(chan struct{}), maxLine: w.maxLine}
+	tr.tok <- struct{}{}
+	return tr, nil
+}
+
+// child returns the next child the bridge started.
+func (w *world) child() *fakeChild {
+	w.t.Helper()
+	select {
+	case c := <-w.children:
+		w.t.Cleanup(c.exit)
+		return c
+	case <-time.After(10 * time.Second):
+		w.t.Fatal("the bridge started no child")
+		return nil
+	}
+}
+
+func request(t *testing.T, s string) *jsonrpc.Message {
+	t.Helper()
+	m, err := jsonrpc.Parse([]byte(s))
+	if err != nil {
+		t.Fatalf("Parse(%s): %v", s, err)
+	}
+	return m
+}
+
+func legacy() Options { return Options{Era: EraLegacy} }
+
+// call starts a call and fails the test if it cannot.
+func (w *world) call(ctx context.Context, s string) *Call {
+	w.t.Helper()
+	c, err := w.b.Call(ctx, request(w.t, s))
+	if err != nil {
+		w.t.Fatalf("Call(%s): %v", s, err)
+	}
+	return c
+}
+
+func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }

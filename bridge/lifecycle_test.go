@@ -1,0 +1,377 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+func gatewayCode(t *testing.T, err error) int {
+	t.Helper()
+	var e *jsonrpc.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v is not a *jsonrpc.Error", err)
+	}
+	if !strings.Contains(string(e.Data), `"source":"gateway"`) && e.Code > -32600 {
+		t.Errorf("gateway error %v does not say it is the gateway's: data %s", e, e.Data)
+	}
+	return e.Code
+}
+
+// The idle timeout fires when nothing comes back, progress resets it, and
+// the hard maximum ends a call that keeps reporting progress. Each timeout
+// tells the child to cancel.
+func TestTimeouts(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8)}
+		w.b = New(w.start, Options{Era: EraModern, IdleTimeout: time.Minute, MaxDuration: 10 * time.Minute})
+		child := <-w.children
+		defer child.exit()
+		defer w.b.Close(context.Background())
+
+		// Idle: silence for a minute.
+		start := time.Now()
+		c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+		req := child.expect("tools/call")
+		_, err := c.Wait()
+		if code := gatewayCode(t, err); code != jsonrpc.CodeTimeout {
+			t.Fatalf("idle call ended with code %d, want %d", code, jsonrpc.CodeTimeout)
+		}
+		if d := time.Since(start); d != time.Minute {
+			t.Errorf("idle timeout after %v, want 1m", d)
+		}
+		n := child.expect("notifications/cancelled")
+		if !contains(n.Params, `"requestId":`+string(req.ID)) || !contains(n.Params, `"reason":"timeout"`) {
+			t.Errorf("cancellation = %s", n.Params)
+		}
+
+		// Progress every 50s keeps the call alive until the 10-minute cap.
+		start = time.Now()
+		c = w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"progressToken":"p"}}}`)
+		req = child.expect("tools/call")
+		progressDone := make(chan struct{})
+		go func() {
+			defer close(progressDone)
+			for i := 1; ; i++ {
+				time.Sleep(50 * time.Second)
+				if _, _, _, ended := c.box.peek(); ended {
+					return
+				}
+				child.send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d}}`, req.ID, i)
+			}
+		}()
+		_, err = c.Wait()
+		if code := gatewayCode(t, err); code != jsonrpc.CodeTimeout || !strings.Contains(err.Error(), "limit") {
+			t.Fatalf("capped call ended with %v, want the maximum-duration timeout", err)
+		}
+		if d := time.Since(start); d != 10*time.Minute {
+			t.Errorf("maximum duration hit after %v, want 10m", d)
+		}
+		child.expect("notifications/cancelled")
+		<-progressDone
+	})
+}
+
+// The child's own requests are answered at once: ping with {}, anything else
+// with method-not-found, ids untouched.
+func TestChildRequestsAreAnswered(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	child.send(`{"jsonrpc":"2.0","id":"p-1","method":"ping"}`)
+	if m := child.next(); m.Kind != jsonrpc.KindResponse || string(m.ID) != `"p-1"` || string(m.Result) != `{}` {
+		t.Errorf("answer to ping = %s", m.Raw)
+	}
+	child.send(`{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage","params":{}}`)
+	m := child.next()
+	if code, _ := errorCode(m.Error); m.Kind != jsonrpc.KindResponse || string(m.ID) != `9` || code != jsonrpc.CodeMethodNotFound {
+		t.Errorf("answer to sampling/createMessage = %s", m.Raw)
+	}
+}
+
+// A child that exits fails every pending call at once, readiness drops, and
+// a new child is started and handshaken; ids keep counting up.
+func TestChildExitFailsPendingAndRestarts(t *testing.T) {
+	t.Parallel()
+	opts := legacy()
+	opts.RestartMin = time.Millisecond
+	w := newWorld(t, opts, autoReply{initialize: true})
+	child := w.child()
+	calls := []*Call{
+		w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`),
+		w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`),
+	}
+	first := child.expect("tools/call")
+	child.expect("tools/call")
+	child.exit()
+	for _, c := range calls {
+		_, err := c.Wait()
+		if code := gatewayCode(t, err); code != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "exited") {
+			t.Errorf("pending call ended with %v, want child-unavailable saying it exited", err)
+		}
+	}
+	second := w.child()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-second.got; m.Method != "initialize" {
+		t.Fatalf("the restarted child got %s first, want initialize", m.Raw)
+	}
+	c := w.call(ctx, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`)
+	m := second.expect("tools/call")
+	id, _ := m.IDInt()
+	firstID, _ := first.IDInt()
+	if id <= firstID {
+		t.Errorf("id after the restart = %d, not above the earlier %d", id, firstID)
+	}
+	second.send(`{"jsonrpc":"2.0","id":%d,"result":{}}`, id)
+	if _, err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.b.Stats(); st.Restarts != 1 {
+		t.Errorf("restarts = %d, want 1", st.Restarts)
+	}
+}
+
+// The era decides the first messages a child sees.
+func TestHandshakeByEra(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		era     Era
+		auto    autoReply
+		want    []string // methods the child sees, in order, before the first call
+		wantEra Era
+	}{
+		"legacy":                {era: EraLegacy, auto: autoReply{initialize: true}, want: []string{"initialize", "notifications/initialized"}, wantEra: EraLegacy},
+		"modern":                {era: EraModern, want: nil, wantEra: EraModern},
+		"auto, modern child":    {era: EraAuto, auto: autoReply{discover: "result"}, want: []string{"server/discover"}, wantEra: EraModern},
+		"auto, refusing child":  {era: EraAuto, auto: autoReply{discover: "error", initialize: true}, want: []string{"server/discover", "initialize", "notifications/initialized"}, wantEra: EraLegacy},
+		"auto, silent on probe": {era: EraAuto, auto: autoReply{initialize: true}, want: []string{"server/discover", "initialize", "notifications/initialized"}, wantEra: EraLegacy},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, Options{Era: tt.era, ProbeTimeout: 50 * time.Millisecond}, tt.auto)
+			child := w.child()
+			// A call made at once waits for the handshake.
+			c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			var got []string
+			for {
+				m := <-child.got
+				if m.Method == "tools/list" {
+					child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, m.ID)
+					break
+				}
+				got = append(got, m.Method)
+				if m.Method == "initialize" {
+					var p struct {
+						ProtocolVersion string          `json:"protocolVersion"`
+						Capabilities    json.RawMessage `json:"capabilities"`
+					}
+					json.Unmarshal(m.Params, &p)
+					if p.ProtocolVersion != "2025-11-25" || string(p.Capabilities) != "{}" {
+						t.Errorf("initialize params = %s, want 2025-11-25 and no client capabilities", m.Params)
+					}
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("child saw %q before the call, want %q", got, tt.want)
+			}
+			if _, err := c.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			w.b.mu.Lock()
+			era := w.b.sess.era
+			w.b.mu.Unlock()
+			if era != tt.wantEra {
+				t.Errorf("era = %s, want %s", era, tt.wantEra)
+			}
+		})
+	}
+}
+
+// initialize from a legacy client is answered by the gateway from what the
+// child told it, at the client's version; the child never sees it again.
+func TestInitializeIsAnsweredByTheGateway(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		era     Era
+		auto    autoReply
+		version string // the client asks for this
+		want    map[string]string
+	}{
+		"legacy child": {era: EraLegacy, auto: autoReply{initialize: true}, version: "2025-06-18", want: map[string]string{
+			"protocolVersion": `"2025-06-18"`, "capabilities": `{"tools":{"listChanged":true}}`,
+			"serverInfo": `{"name":"fake","version":"1"}`, "instructions": `"be nice"`,
+		}},
+		"legacy child, unknown version": {era: EraLegacy, auto: autoReply{initialize: true}, version: "1999-01-01", want: map[string]string{
+			"protocolVersion": `"2025-11-25"`,
+		}},
+		"modern child": {era: EraAuto, auto: autoReply{discover: "result"}, version: "2025-11-25", want: map[string]string{
+			"protocolVersion": `"2025-11-25"`, "capabilities": `{"tools":{}}`, "serverInfo": `{"name":"fake","version":"1"}`,
+		}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, Options{Era: tt.era}, tt.auto)
+			child := w.child()
+			c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"`+tt.version+`","capabilities":{},"clientInfo":{"name":"c","version":"0"}}}`)
+			resp, err := c.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := jsonrpc.Parse(resp)
+			if err != nil || string(m.ID) != `"init"` {
+				t.Fatalf("response %s: %v", resp, err)
+			}
+			var got map[string]json.RawMessage
+			json.Unmarshal(m.Result, &got)
+			for k, v := range tt.want {
+				if string(got[k]) != v {
+					t.Errorf("result.%s = %s, want %s", k, got[k], v)
+				}
+			}
+			// The next thing the child sees is the next call, not initialize.
+			c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+			m2 := child.next()
+			if m2.Method != "tools/list" {
+				t.Fatalf("child got %s, want tools/list", m2.Raw)
+			}
+			child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m2.ID)
+			c2.Wait()
+		})
+	}
+}
+
+// A response over the size limit fails the call it names at once, with an
+// error that says so; the reader goes on.
+func TestOversizedResponseFailsItsCall(t *testing.T) {
+	t.Parallel()
+	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}, maxLine: 1000}
+	w.b = New(w.start, legacy())
+	t.Cleanup(func() { w.b.Close(context.Background()) })
+	child := w.child()
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"big","method":"tools/call"}`)
+	m := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"text":"%s"}}`, m.ID, strings.Repeat("x", 5000))
+	_, err := c.Wait()
+	if code := gatewayCode(t, err); code != jsonrpc.CodeTooLarge || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("Wait = %v, want the too-large error", err)
+	}
+	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	m2 := child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m2.ID)
+	if _, err := c2.Wait(); err != nil {
+		t.Fatalf("the next call failed: %v", err)
+	}
+}
+
+// Close cancels what is in flight, telling the child, and refuses new calls.
+func TestCloseCancelsInFlightCalls(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	req := child.expect("tools/call")
+	closed := make(chan struct{})
+	go func() {
+		w.b.Close(context.Background())
+		close(closed)
+	}()
+	_, err := c.Wait()
+	if code := gatewayCode(t, err); code != jsonrpc.CodeShutdown {
+		t.Errorf("in-flight call ended with %v, want the shutdown error", err)
+	}
+	n := child.expect("notifications/cancelled")
+	if !contains(n.Params, `"requestId":`+string(req.ID)) || !contains(n.Params, "shutting down") {
+		t.Errorf("cancellation = %s", n.Params)
+	}
+	<-closed
+	if _, ok := <-child.got; ok {
+		t.Error("the child's input is still open after Close")
+	}
+	if _, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)); gatewayCode(t, err) != jsonrpc.CodeShutdown {
+		t.Errorf("Call after Close = %v, want the shutdown error", err)
+	}
+	if w.b.Ready() {
+		t.Error("Ready after Close")
+	}
+}
+
+// Client notifications that only make sense one-to-one are absorbed; others
+// are forwarded.
+func TestClientNotifications(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	for _, n := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":12345}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"nobody"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		"{\n \"jsonrpc\": \"2.0\",\n \"method\": \"notifications/custom\", \"params\": {\"a\": 1}\n}",
+	} {
+		if err := w.b.Notify(context.Background(), request(t, n)); err != nil {
+			t.Errorf("Notify(%s) = %v", n, err)
+		}
+	}
+	m := child.next()
+	if m.Method != "notifications/custom" || string(m.Raw) != `{"jsonrpc":"2.0","method":"notifications/custom","params":{"a":1}}` {
+		t.Errorf("child got %s first, want the compacted custom notification", m.Raw)
+	}
+}
+
+func TestBadProgressTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	w.child()
+	for _, tok := range []string{`{}`, `true`, `null`, `[1]`} {
+		_, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":`+tok+`}}}`))
+		var e *jsonrpc.Error
+		if !errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidParams {
+			t.Errorf("progressToken %s: Call = %v, want invalid params", tok, err)
+		}
+	}
+	if p := w.b.Stats().Pending; p != 0 {
+		t.Errorf("pending = %d, want 0", p)
+	}
+}
+
+// Batches, garbage and answers to unknown ids from the child are handled
+// without losing the messages around them.
+func TestChildOutputOddities(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	a := w.call(context.Background(), `{"jsonrpc":"2.0","id":"a","method":"tools/call"}`)
+	ra := child.expect("tools/call")
+	b := w.call(context.Background(), `{"jsonrpc":"2.0","id":"b","method":"tools/call"}`)
+	rb := child.expect("tools/call")
+	child.send(`Server listening on stdio`)
+	child.send(`{"jsonrpc":"2.0","id":424242,"result":{}}`)
+	child.send(`{"jsonrpc":"2.0","id":"zz","result":{}}`)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"n":1`, ra.ID) // cut short
+	child.send(`[{"jsonrpc":"2.0","id":%s,"result":{"n":"a"}},{"jsonrpc":"2.0","id":%s,"result":{"n":"b"}}]`, ra.ID, rb.ID)
+	for _, tc := range []struct {
+		c    *Call
+		want string
+	}{{a, `{"jsonrpc":"2.0","id":"a","result":{"n":"a"}}`}, {b, `{"jsonrpc":"2.0","id":"b","result":{"n":"b"}}`}} {
+		resp, err := tc.c.Wait()
+		if err != nil || string(resp) != tc.want {
+			t.Errorf("got %s, %v; want %s", resp, err, tc.want)
+		}
+	}
+	if st := w.b.Stats(); st.Unknown != 2 {
+		t.Errorf("unknown responses = %d, want 2", st.Unknown)
+	}
+}

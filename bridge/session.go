@@ -1,0 +1,308 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// maxReplies bounds the goroutines answering the child's own requests; a
+// child that floods requests gets the excess dropped (and logged) rather
+// than growing the gateway without limit.
+const maxReplies = 64
+
+// session is one child process from start to exit: its transport, the calls
+// pending on it and what its handshake learned.
+type session struct {
+	b   *Bridge
+	t   Transport
+	log *slog.Logger
+
+	mu      sync.Mutex
+	pending map[int64]*Call
+	ended   error // why the session ended; nil while it runs
+
+	done    chan struct{} // closed when the reader has stopped and every call has ended
+	ready   bool          // handshake done; guarded by b.mu
+	replies atomic.Int32
+
+	// Set by the handshake, read-only afterwards.
+	era            Era
+	initResult     []byte // a legacy child's InitializeResult
+	discoverResult []byte // a modern child's DiscoverResult
+}
+
+func newSession(b *Bridge, t Transport) *session {
+	return &session{
+		b:       b,
+		t:       t,
+		log:     b.log,
+		pending: make(map[int64]*Call),
+		done:    make(chan struct{}),
+	}
+}
+
+func (s *session) endErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
+func (s *session) pendingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
+// register adds a call unless the session has ended.
+func (s *session) register(c *Call) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != nil {
+		return s.ended
+	}
+	s.pending[c.id] = c
+	return nil
+}
+
+// claim removes a call from the pending table. Whoever claims a call is the
+// one who ends it, so every call ends exactly once.
+func (s *session) claim(id int64) *Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.pending[id]
+	delete(s.pending, id)
+	return c
+}
+
+func (s *session) lookup(id int64) *Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending[id]
+}
+
+// claimAll empties the pending table and marks the session ended, so no call
+// can be registered after it.
+func (s *session) claimAll(why error) []*Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended == nil {
+		s.ended = why
+	}
+	calls := make([]*Call, 0, len(s.pending))
+	for id, c := range s.pending {
+		calls = append(calls, c)
+		delete(s.pending, id)
+	}
+	return calls
+}
+
+// kill ends the session from outside the reader: the transport is closed,
+// which makes the reader stop and fail what is pending.
+func (s *session) kill(why error) {
+	s.mu.Lock()
+	if s.ended == nil {
+		s.ended = why
+	}
+	s.mu.Unlock()
+	s.b.wg.Go(func() { s.t.Close() })
+}
+
+// readLoop is the only reader of the child. It never blocks on a caller:
+// deliveries go to mailboxes, and writes back to the child go through
+// goroutines.
+func (s *session) readLoop() {
+	defer close(s.done)
+	for {
+		line, err := s.t.ReadMessage()
+		if err != nil {
+			var skipped skippedMessage
+			if errors.As(err, &skipped) {
+				s.oversized(skipped)
+				continue
+			}
+			s.end(err)
+			return
+		}
+		s.dispatchLine(line)
+	}
+}
+
+// end fails every pending call at once: their answers can no longer come.
+func (s *session) end(readErr error) {
+	why := fmt.Errorf("the child process exited (%v)", readErr)
+	calls := s.claimAll(why)
+	why = s.endErr() // kill may have recorded a better reason first
+	for _, c := range calls {
+		c.finish(nil, errUnavailable(fmt.Sprintf("%v; the call was lost", why)))
+	}
+	s.log.Warn("child session ended", "err", why, "failed_calls", len(calls))
+	// Close is idempotent: stopping the child here reaps it and its group.
+	s.t.Close()
+}
+
+func (s *session) dispatchLine(line []byte) {
+	if len(line) > 0 && line[0] == '[' {
+		// A 2025-03-26 child may batch; each element is a message of its own.
+		spans, err := jsonrpc.Elements(line)
+		if err != nil {
+			s.log.Warn("child wrote a line that is not JSON; skipped", "err", err, "size", len(line), "head", head(line))
+			return
+		}
+		for _, sp := range spans {
+			s.dispatch(line[sp.Start:sp.End])
+		}
+		return
+	}
+	s.dispatch(line)
+}
+
+func (s *session) dispatch(raw []byte) {
+	m, err := jsonrpc.Parse(raw)
+	if err != nil {
+		s.log.Warn("child wrote a message that is not JSON-RPC; skipped", "err", err, "size", len(raw), "head", head(raw))
+		return
+	}
+	switch m.Kind {
+	case jsonrpc.KindResponse:
+		s.response(m)
+	case jsonrpc.KindNotification:
+		s.notification(m)
+	case jsonrpc.KindRequest:
+		s.childRequest(m)
+	}
+}
+
+func (s *session) response(m *jsonrpc.Message) {
+	id, ok := m.IDInt()
+	if !ok {
+		s.b.unknown.Add(1)
+		s.log.Warn("child answered an id the gateway never sent; dropped", "id", string(m.ID))
+		return
+	}
+	c := s.claim(id)
+	if c == nil {
+		if id > 0 && id <= s.b.nextID.Load() {
+			s.b.late.Add(1)
+			s.log.Debug("dropped late response", "id", id)
+		} else {
+			s.b.unknown.Add(1)
+			s.log.Warn("child answered an id the gateway never sent; dropped", "id", id)
+		}
+		return
+	}
+	c.finish(c.restore(m), nil)
+}
+
+// oversized handles a line that was too long to keep: if its start names a
+// pending call, that call fails now instead of waiting for its timeout.
+func (s *session) oversized(e skippedMessage) {
+	size, h := e.Skipped()
+	s.log.Warn("child wrote a message over the size limit; skipped", "err", e, "size", size, "head", head(h))
+	raw, ok := jsonrpc.PrefixMember(h, "id")
+	if !ok {
+		return
+	}
+	m := &jsonrpc.Message{ID: raw}
+	id, ok := m.IDInt()
+	if !ok {
+		return
+	}
+	if c := s.claim(id); c != nil {
+		c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large",
+			fmt.Sprintf("the child's response (%d bytes) exceeded the gateway's message size limit: %v", size, e)))
+	}
+}
+
+func (s *session) notification(m *jsonrpc.Message) {
+	switch m.Method {
+	case "notifications/progress":
+		s.progress(m)
+	case "notifications/message":
+		s.log.Debug("child log message", "params", head(m.Params))
+	case "notifications/cancelled":
+		// The child gave up on a request of its own; the gateway answers those
+		// at once, so there is nothing to stop.
+	default:
+		s.log.Debug("child notification", "method", m.Method)
+	}
+}
+
+// progress routes a progress notification to the call whose token it names
+// (the gateway's token is the call's id) and restores the caller's token.
+func (s *session) progress(m *jsonrpc.Message) {
+	sp, ok, _ := jsonrpc.Lookup(m.Params, "progressToken")
+	if !ok {
+		s.log.Debug("progress without a token; dropped")
+		return
+	}
+	tok := &jsonrpc.Message{ID: m.Params[sp.Start:sp.End]}
+	id, ok := tok.IDInt()
+	var c *Call
+	if ok {
+		c = s.lookup(id)
+	}
+	if c == nil || c.token == nil {
+		s.log.Debug("progress for no active call; dropped", "token", string(tok.ID))
+		return
+	}
+	ps, _ := m.ParamsSpan()
+	note := jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: jsonrpc.Span{Start: ps.Start + sp.Start, End: ps.Start + sp.End}, New: c.token})
+	c.progress(note)
+}
+
+// childRequest answers a request from the child at once: ping itself, and
+// anything else with an error, so the child never waits on the gateway.
+func (s *session) childRequest(m *jsonrpc.Message) {
+	var reply []byte
+	if m.Method == "ping" {
+		reply = jsonrpc.NewResult(m.ID, []byte("{}"))
+	} else {
+		s.log.Info("child sent a request the gateway does not serve; refused", "method", m.Method, "id", string(m.ID))
+		reply = jsonrpc.NewErrorResponse(m.ID, &jsonrpc.Error{
+			Code:    jsonrpc.CodeMethodNotFound,
+			Message: fmt.Sprintf("the gateway does not serve %s to the child", m.Method),
+		})
+	}
+	if s.replies.Add(1) > maxReplies {
+		s.replies.Add(-1)
+		s.log.Warn("too many replies to the child in flight; dropped one", "method", m.Method)
+		return
+	}
+	s.b.wg.Go(func() {
+		defer s.replies.Add(-1)
+		ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.CancelTimeout)
+		defer cancel()
+		if err := s.t.WriteMessage(ctx, reply); err != nil {
+			s.log.Warn("could not answer the child's request", "method", m.Method, "err", err)
+		}
+	})
+}
+
+// shutdown cancels every pending call, telling the child about each one that
+// reached it, then stops the child.
+func (s *session) shutdown(ctx context.Context) {
+	calls := s.claimAll(errShutdown())
+	for _, c := range calls {
+		c.finish(nil, errShutdown())
+		if c.sentOrWanted("gateway shutting down") {
+			s.writeCancel(ctx, c, "gateway shutting down")
+		}
+	}
+	s.t.Close()
+	<-s.done
+}
+
+// head is the start of a message for a log line.
+func head(b []byte) string {
+	const n = 200
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}
