@@ -113,7 +113,7 @@ type Bridge struct {
 	// never reused for the life of the gateway.
 	nextID atomic.Int64
 
-	mu      sync.Mutex
+	mu       sync.Mutex
 	sess     *session      // the current child; nil before the first
 	starting bool          // a child is being started or handshaken
 	changed  chan struct{} // closed and replaced whenever the state above changes
@@ -134,13 +134,13 @@ func New(start StartFunc, opts Options) *Bridge {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{
-		opts:    opts,
-		start:   start,
-		log:     opts.Logger,
+		opts:     opts,
+		start:    start,
+		log:      opts.Logger,
 		changed:  make(chan struct{}),
 		starting: true,
 		stopRun:  cancel,
-		runDone: make(chan struct{}),
+		runDone:  make(chan struct{}),
 	}
 	go b.run(ctx)
 	return b

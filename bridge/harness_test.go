@@ -36,8 +36,8 @@ type tooLong struct {
 	head []byte
 }
 
-func (e *tooLong) Error() string                 { return fmt.Sprintf("a %d-byte line over the limit", e.size) }
-func (e *tooLong) Skipped() (int64, []byte)      { return e.size, e.head }
+func (e *tooLong) Error() string            { return fmt.Sprintf("a %d-byte line over the limit", e.size) }
+func (e *tooLong) Skipped() (int64, []byte) { return e.size, e.head }
 func (p *pipeTransport) ReadMessage() ([]byte, error) {
 	for {
 		line, err := p.r.ReadBytes('\n')
