@@ -141,7 +141,12 @@ func (s *session) end(readErr error) {
 	for _, c := range calls {
 		c.finish(nil, errUnavailable(fmt.Sprintf("%v; the call was lost", why)))
 	}
-	s.log.Warn("child session ended", "err", why, "failed_calls", len(calls))
+	level := slog.LevelWarn
+	var e *jsonrpc.Error
+	if errors.As(why, &e) && e.Code == jsonrpc.CodeShutdown {
+		level = slog.LevelInfo
+	}
+	s.log.Log(context.Background(), level, "child session ended", "err", why, "failed_calls", len(calls))
 	// Close is idempotent: stopping the child here reaps it and its group.
 	s.t.Close()
 }

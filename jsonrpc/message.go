@@ -192,3 +192,26 @@ func (m *Message) ParamsSpan() (Span, bool) { return m.params, m.Params != nil }
 
 // IDSpan is where the id sits in Raw; ok is false for notifications.
 func (m *Message) IDSpan() (Span, bool) { return m.id, m.ID != nil }
+
+// BestEffortID returns the id of a message that failed validation, when its
+// top level is still an object with a usable id, so that an error answer can
+// carry it; otherwise nil.
+func BestEffortID(raw []byte) []byte {
+	members, err := Members(raw)
+	if err != nil {
+		return nil
+	}
+	var id []byte
+	for _, m := range members {
+		if m.Key == "id" {
+			if id != nil {
+				return nil // ambiguous
+			}
+			id = raw[m.Value.Start:m.Value.End]
+		}
+	}
+	if id == nil || !validID(id) {
+		return nil
+	}
+	return id
+}

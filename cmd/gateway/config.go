@@ -1,0 +1,181 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+const envPrefix = "GATEWAY"
+
+// Config is read from GATEWAY_* variables. Field names map to variable names
+// by envconfig's split_words rule (MaxBodyBytes -> GATEWAY_MAX_BODY_BYTES).
+// No field uses an envconfig:"NAME" tag: that would also read the unprefixed
+// variable.
+type Config struct {
+	Addr    string `default:"127.0.0.1:8080" desc:"address to listen on (host:port)"`
+	Command string `desc:"the stdio MCP server to run, split into words on spaces (quotes group words); a command after -- wins; empty: the built-in demo server"`
+	Era     string `default:"auto" desc:"how to talk to the child: auto (probe with server/discover, fall back to initialize), legacy or modern"`
+
+	CallIdleTimeout  time.Duration `split_words:"true" default:"5m" desc:"a call with no response and no progress for this long times out (the child is told to cancel)"`
+	CallMaxDuration  time.Duration `split_words:"true" default:"30m" desc:"no call runs longer than this, progress or not"`
+	ProbeTimeout     time.Duration `split_words:"true" default:"10s" desc:"with era auto, how long to wait for an answer to server/discover before assuming a legacy child"`
+	HandshakeTimeout time.Duration `split_words:"true" default:"60s" desc:"how long the child may take to answer initialize"`
+	RestartDelayMin  time.Duration `split_words:"true" default:"250ms" desc:"first delay before restarting a child that exited; doubles on each quick failure"`
+	RestartDelayMax  time.Duration `split_words:"true" default:"30s" desc:"the longest delay between restarts"`
+
+	MaxMessageBytes    int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB); longer ones are discarded and their call fails"`
+	MaxBodyBytes       int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB); larger ones get 413"`
+	StderrLineBytes    int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry; longer lines are split"`
+	ChildWriteTimeout  time.Duration `split_words:"true" default:"30s" desc:"a write to the child's stdin that makes no progress this long fails"`
+	ClientWriteTimeout time.Duration `split_words:"true" default:"30s" desc:"an HTTP client that takes no bytes this long is cut off and its call cancelled"`
+	SSEKeepAlive       time.Duration `split_words:"true" default:"15s" desc:"an SSE comment is sent on a quiet stream this often"`
+
+	StdinGrace      time.Duration `split_words:"true" default:"5s" desc:"on stop, how long to wait after closing the child's stdin before SIGTERM"`
+	TermGrace       time.Duration `split_words:"true" default:"5s" desc:"on stop, how long to wait after SIGTERM before SIGKILL"`
+	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGINT or SIGTERM, how long to wait for answers to reach clients"`
+
+	LogLevel  string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
+	LogFormat string `split_words:"true" default:"text" desc:"text or json"`
+}
+
+func loadConfig() (Config, error) {
+	var cfg Config
+	if err := envconfig.Process(envPrefix, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.validate()
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	switch c.Era {
+	case "auto", "legacy", "modern":
+	default:
+		errs = append(errs, fmt.Errorf("GATEWAY_ERA must be auto, legacy or modern, not %q", c.Era))
+	}
+	if c.Addr == "" {
+		errs = append(errs, errors.New("GATEWAY_ADDR must not be empty"))
+	}
+	for name, d := range map[string]time.Duration{
+		"GATEWAY_CALL_IDLE_TIMEOUT": c.CallIdleTimeout, "GATEWAY_CALL_MAX_DURATION": c.CallMaxDuration,
+		"GATEWAY_PROBE_TIMEOUT": c.ProbeTimeout, "GATEWAY_HANDSHAKE_TIMEOUT": c.HandshakeTimeout,
+		"GATEWAY_RESTART_DELAY_MIN": c.RestartDelayMin, "GATEWAY_RESTART_DELAY_MAX": c.RestartDelayMax,
+		"GATEWAY_CHILD_WRITE_TIMEOUT": c.ChildWriteTimeout, "GATEWAY_CLIENT_WRITE_TIMEOUT": c.ClientWriteTimeout,
+		"GATEWAY_SSE_KEEP_ALIVE": c.SSEKeepAlive, "GATEWAY_STDIN_GRACE": c.StdinGrace,
+		"GATEWAY_TERM_GRACE": c.TermGrace, "GATEWAY_SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, not %v", name, d))
+		}
+	}
+	for name, n := range map[string]int64{
+		"GATEWAY_MAX_MESSAGE_BYTES": int64(c.MaxMessageBytes), "GATEWAY_MAX_BODY_BYTES": c.MaxBodyBytes,
+		"GATEWAY_STDERR_LINE_BYTES": int64(c.StderrLineBytes),
+	} {
+		if n <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))
+		}
+	}
+	if c.RestartDelayMax < c.RestartDelayMin {
+		errs = append(errs, errors.New("GATEWAY_RESTART_DELAY_MAX must not be below GATEWAY_RESTART_DELAY_MIN"))
+	}
+	if _, err := c.level(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("GATEWAY_LOG_FORMAT must be text or json, not %q", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) level() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return 0, fmt.Errorf("GATEWAY_LOG_LEVEL must be debug, info, warn or error, not %q", c.LogLevel)
+	}
+	return l, nil
+}
+
+func (c *Config) logger(w io.Writer) *slog.Logger {
+	level, _ := c.level()
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+const usageHead = `gateway serves a stdio MCP server over HTTP.
+
+Usage:
+  gateway [-- command [args...]]   run the gateway; the child command after --
+                                   (or GATEWAY_COMMAND; default: the built-in demo)
+  gateway demo [-era legacy|modern|dual]
+                                   run the built-in demo MCP server on stdio
+  gateway -h                       this help
+
+Endpoints: POST /mcp (MCP Streamable HTTP), GET /healthz, GET /readyz.
+
+Configuration comes from the environment:
+
+`
+
+func usage(w io.Writer) {
+	io.WriteString(w, usageHead)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// envconfig's own table, with defaults; errors cannot happen for a
+	// valid struct.
+	_ = envconfig.Usagef(envPrefix, &Config{}, tw, "VARIABLE\tDEFAULT\tMEANING\n{{range .}}{{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}")
+	tw.Flush()
+}
+
+// splitCommand splits GATEWAY_COMMAND into words: spaces separate, single
+// or double quotes group, a backslash escapes the next character. No shell
+// runs, so nothing else is special.
+func splitCommand(s string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	escaped := false
+	for _, r := range s {
+		switch {
+		case escaped:
+			cur.WriteRune(r)
+			escaped = false
+		case r == '\\' && quote != '\'':
+			escaped, inWord = true, true
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t' || r == '\n':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 || escaped {
+		return nil, fmt.Errorf("GATEWAY_COMMAND has an unterminated quote or escape: %q", s)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}

@@ -1,0 +1,169 @@
+// Command gateway serves a stdio MCP server over HTTP. See gateway -h.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/httpapi"
+	"github.com/stdiomcp/gateway/internal/demo"
+	"github.com/stdiomcp/gateway/stdio"
+)
+
+const version = "0.1.0"
+
+var _ bridge.Transport = (*stdio.Process)(nil)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, errUsage) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "demo":
+			return demo.Run(ctx, args[1:], stdin, stdout, stderr)
+		case "-h", "-help", "--help", "help":
+			usage(stdout)
+			return nil
+		}
+	}
+	var childArgs []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		childArgs, args = args[i+1:], args[:i]
+	}
+	if len(args) > 0 {
+		usage(stderr)
+		fmt.Fprintf(stderr, "\nunexpected argument %q: put the child's command after --\n", args[0])
+		return errUsage
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		usage(stderr)
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log := cfg.logger(stderr)
+	argv, err := childCommand(cfg, childArgs, log)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, argv, log)
+}
+
+// childCommand picks the child: the words after --, else GATEWAY_COMMAND,
+// else this binary's own demo server.
+func childCommand(cfg Config, childArgs []string, log *slog.Logger) ([]string, error) {
+	if len(childArgs) > 0 {
+		if cfg.Command != "" {
+			log.Info("the command after -- takes precedence over GATEWAY_COMMAND", "ignored", cfg.Command)
+		}
+		return childArgs, nil
+	}
+	if cfg.Command != "" {
+		words, err := splitCommand(cfg.Command)
+		if err != nil {
+			return nil, err
+		}
+		if len(words) == 0 {
+			return nil, errors.New("GATEWAY_COMMAND has no words")
+		}
+		return words, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the gateway's own binary for the demo server: %w", err)
+	}
+	return []string{self, "demo"}, nil
+}
+
+func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) error {
+	start := func(context.Context) (bridge.Transport, error) {
+		return stdio.Start(stdio.Config{
+			Path:            argv[0],
+			Args:            argv[1:],
+			MaxMessageBytes: cfg.MaxMessageBytes,
+			StderrLineBytes: cfg.StderrLineBytes,
+			StdinGrace:      cfg.StdinGrace,
+			TermGrace:       cfg.TermGrace,
+			WriteStall:      cfg.ChildWriteTimeout,
+			Logger:          log.With("child", argv[0]),
+		})
+	}
+	b := bridge.New(start, bridge.Options{
+		Era:              bridge.Era(cfg.Era),
+		IdleTimeout:      cfg.CallIdleTimeout,
+		MaxDuration:      cfg.CallMaxDuration,
+		ProbeTimeout:     cfg.ProbeTimeout,
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		RestartMin:       cfg.RestartDelayMin,
+		RestartMax:       cfg.RestartDelayMax,
+		ClientVersion:    version,
+		Logger:           log,
+	})
+	handler := httpapi.New(httpapi.FromBridge(b), httpapi.Options{
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		KeepAlive:    cfg.SSEKeepAlive,
+		WriteTimeout: cfg.ClientWriteTimeout,
+		Logger:       log,
+	})
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		b.Close(context.Background())
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// No WriteTimeout: it would cut SSE streams; handlers set per-write
+		// deadlines instead.
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "child", argv, "era", cfg.Era, "version", version)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "signal", context.Cause(ctx))
+	case err := <-served:
+		b.Close(context.Background())
+		return fmt.Errorf("serve: %w", err)
+	}
+	// Stop taking connections first; then end the calls in flight, which
+	// tells the child about each and lets every handler answer its client;
+	// then wait for those answers to go out.
+	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(shutCtx) }()
+	b.Close(shutCtx)
+	if err := <-shut; err != nil {
+		log.Warn("some connections did not finish in time; closing them", "err", err)
+		srv.Close()
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,200 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// errStoppedReading is the cancellation reason when a client stops taking
+// bytes without closing its connection.
+var errStoppedReading = errors.New("client stopped reading")
+
+// mcp serves POST /mcp: one JSON-RPC request or notification per POST.
+// Bad input is answered here and never reaches the child.
+func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("Content-Type must be application/json, not %q", r.Header.Get("Content-Type"))})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: fmt.Sprintf("request body over the gateway's %d-byte limit", tooBig.Limit)})
+			return
+		}
+		// The client went away mid-body; there is no one to answer.
+		h.log.Debug("reading request body", "err", err)
+		return
+	}
+	msg, err := jsonrpc.Parse(body)
+	switch {
+	case errors.Is(err, jsonrpc.ErrParse):
+		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: err.Error()})
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, jsonrpc.BestEffortID(body), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error() + " (send one JSON-RPC 2.0 request or notification per POST; batches are not supported)"})
+		return
+	}
+	switch msg.Kind {
+	case jsonrpc.KindResponse:
+		writeError(w, http.StatusBadRequest, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "the gateway sends no requests to clients, so it takes no responses"})
+	case jsonrpc.KindNotification:
+		if err := h.b.Notify(r.Context(), msg); err != nil {
+			h.fail(w, r, nil, err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindRequest:
+		h.call(w, r, msg)
+	}
+}
+
+func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+	// The call lives as long as this request: when the client goes, or a
+	// write to it fails, ctx ends and the bridge cancels toward the child.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	c, err := h.b.Call(ctx, msg)
+	if err != nil {
+		h.fail(w, r, msg.ID, err)
+		return
+	}
+	if c.Streams() && accepts(r.Header.Get("Accept"), "text/event-stream") {
+		h.stream(w, ctx, cancel, c, msg.ID)
+		return
+	}
+	for {
+		<-c.Wake()
+		_, resp, err, done := c.Take() // notifications have no place in a JSON answer
+		if !done {
+			continue
+		}
+		if err != nil {
+			h.fail(w, r, msg.ID, err)
+			return
+		}
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+}
+
+// stream answers with SSE: the call's notifications as they come, then the
+// response, then the end of the stream. Only this goroutine writes to w.
+func (h *handlers) stream(w http.ResponseWriter, ctx context.Context, cancel context.CancelCauseFunc, c Call, id []byte) {
+	sse := newSSE(w, h.opts.WriteTimeout)
+	if err := sse.open(); err != nil {
+		cancel(errStoppedReading)
+		return
+	}
+	keepAlive := time.NewTicker(h.opts.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-c.Wake():
+		case <-keepAlive.C:
+			if err := sse.comment("keep-alive"); err != nil {
+				cancel(errStoppedReading)
+				return
+			}
+			continue
+		}
+		notes, resp, err, done := c.Take()
+		for _, n := range notes {
+			if err := sse.event(n); err != nil {
+				cancel(errStoppedReading)
+				return
+			}
+		}
+		if !done {
+			continue
+		}
+		switch {
+		case err == nil:
+			_ = sse.event(resp)
+		case ctx.Err() != nil:
+			// The client is gone; nothing can reach it.
+		default:
+			_ = sse.event(jsonrpc.NewErrorResponse(id, asRPCError(err)))
+		}
+		return
+	}
+}
+
+// fail answers a request that ended in a gateway error; a client that went
+// away gets nothing.
+func (h *handlers) fail(w http.ResponseWriter, r *http.Request, id []byte, err error) {
+	if r.Context().Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	e := asRPCError(err)
+	writeError(w, statusFor(e.Code), id, e)
+}
+
+func asRPCError(err error) *jsonrpc.Error {
+	var e *jsonrpc.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
+
+// statusFor is the one mapping from a gateway error code to an HTTP status.
+func statusFor(code int) int {
+	switch code {
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidParams:
+		return http.StatusBadRequest
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeUnavailable, jsonrpc.CodeShutdown, jsonrpc.CodeOverloaded:
+		return http.StatusServiceUnavailable
+	case jsonrpc.CodeTimeout:
+		return http.StatusGatewayTimeout
+	case jsonrpc.CodeTooLarge:
+		return http.StatusBadGateway
+	}
+	return http.StatusInternalServerError
+}
+
+func writeError(w http.ResponseWriter, status int, id []byte, e *jsonrpc.Error) {
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, jsonrpc.NewErrorResponse(id, e))
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// accepts reports whether an Accept header allows the media type. No header
+// means anything goes, as for curl.
+func accepts(accept, mediaType string) bool {
+	if strings.TrimSpace(accept) == "" {
+		return true
+	}
+	major, _, _ := strings.Cut(mediaType, "/")
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || params["q"] == "0" {
+			continue
+		}
+		if mt == mediaType || mt == "*/*" || mt == major+"/*" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,154 @@
+// Package httpapi is the gateway's HTTP front door: MCP Streamable HTTP on
+// POST /mcp, health and readiness. It reaches the child only through the
+// Backend interface.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// Backend is what the handlers need from the bridge.
+type Backend interface {
+	Call(ctx context.Context, req *jsonrpc.Message) (Call, error)
+	Notify(ctx context.Context, n *jsonrpc.Message) error
+	Ready() bool
+}
+
+// Call is one request in flight (see bridge.Call).
+type Call interface {
+	Wake() <-chan struct{}
+	Take() (notes [][]byte, resp []byte, err error, done bool)
+	Streams() bool
+}
+
+// FromBridge adapts a *bridge.Bridge to Backend.
+func FromBridge(b *bridge.Bridge) Backend { return bridgeBackend{b} }
+
+type bridgeBackend struct{ b *bridge.Bridge }
+
+func (a bridgeBackend) Call(ctx context.Context, req *jsonrpc.Message) (Call, error) {
+	c, err := a.b.Call(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (a bridgeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
+	return a.b.Notify(ctx, n)
+}
+
+func (a bridgeBackend) Ready() bool { return a.b.Ready() }
+
+// Options configure the handlers. Zero values mean the documented defaults.
+type Options struct {
+	MaxBodyBytes int64         // 0: 16 MiB; larger request bodies get 413
+	KeepAlive    time.Duration // 0: 15s; SSE comment sent on a quiet stream this often
+	WriteTimeout time.Duration // 0: 30s; a client that takes no bytes for this long is cut off
+	Logger       *slog.Logger  // nil: discard
+}
+
+func (o *Options) defaults() {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 16 << 20
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 15 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// New returns the gateway's HTTP handler. The caller owns the server and
+// its timeouts; no WriteTimeout there, since SSE streams are long-lived.
+func New(b Backend, opts Options) http.Handler {
+	opts.defaults()
+	h := &handlers{b: b, opts: opts, log: opts.Logger}
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, accessLog(opts.Logger), middleware.Recoverer)
+	r.MethodNotAllowed(h.methodNotAllowed)
+	r.NotFound(h.notFound)
+	// No timeout middleware on /mcp: it may answer with a stream that lasts
+	// as long as the call, and chi's Timeout writes a 504 after the fact.
+	r.Post("/mcp", h.mcp)
+	r.Get("/healthz", h.healthz)
+	r.Get("/readyz", h.readyz)
+	return r
+}
+
+type handlers struct {
+	b    Backend
+	opts Options
+	log  *slog.Logger
+}
+
+func (h *handlers) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
+}
+
+func (h *handlers) readyz(w http.ResponseWriter, r *http.Request) {
+	if !h.b.Ready() {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"not ready","reason":"no child process has finished its handshake"}`))
+		return
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
+}
+
+func (h *handlers) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/mcp" {
+		// The stateless transport has no GET stream and no sessions to DELETE.
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: r.Method + " is not supported on /mcp: send each JSON-RPC message as a POST"})
+		return
+	}
+	w.Header().Set("Allow", http.MethodGet)
+	http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+}
+
+func (h *handlers) notFound(w http.ResponseWriter, r *http.Request) {
+	http.Error(w, "not found: the MCP endpoint is POST /mcp", http.StatusNotFound)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// accessLog logs one line per request after it ends. Probes log at Debug so
+// that a kubelet polling every few seconds does not drown the log.
+func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			start := time.Now()
+			defer func() {
+				level := slog.LevelInfo
+				if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+					level = slog.LevelDebug
+				}
+				log.Log(r.Context(), level, "http request",
+					"method", r.Method, "path", r.URL.Path, "status", ww.Status(),
+					"bytes", ww.BytesWritten(), "dur", time.Since(start).Round(time.Microsecond),
+					"request_id", middleware.GetReqID(r.Context()), "remote", r.RemoteAddr)
+			}()
+			next.ServeHTTP(ww, r)
+		})
+	}
+}

@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+)
+
+// sseWriter writes a Server-Sent Events response by hand: each event is one
+// Write followed by a Flush, and each write has a deadline, so a client that
+// stops reading is noticed instead of holding the call forever.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func newSSE(w http.ResponseWriter, timeout time.Duration) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// open sends the headers and a first comment at once: some proxies hold the
+// headers back until body bytes flow.
+func (s *sseWriter) open() error {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	s.w.WriteHeader(http.StatusOK)
+	return s.comment("stream open")
+}
+
+// event sends one JSON-RPC message as the data of one event. The message is
+// a single line (stdio framing guarantees it), so it needs one data field.
+// It goes out in three writes rather than being copied into one buffer: a
+// tool result may be tens of megabytes.
+func (s *sseWriter) event(msg []byte) error {
+	return s.send([]byte("data: "), msg, []byte("\n\n"))
+}
+
+// comment sends an SSE comment, which clients ignore; it keeps idle
+// connections from being closed by intermediaries.
+func (s *sseWriter) comment(text string) error {
+	return s.send([]byte(": " + text + "\n\n"))
+}
+
+func (s *sseWriter) send(parts ...[]byte) error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	for _, p := range parts {
+		if _, err := s.w.Write(p); err != nil {
+			return err
+		}
+	}
+	return s.rc.Flush()
+}
