@@ -10,12 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5/middleware"
+
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
-
-// errStoppedReading is the cancellation reason when a client stops taking
-// bytes without closing its connection.
-var errStoppedReading = errors.New("client stopped reading")
 
 // mcp serves POST /mcp: one JSON-RPC request or notification per POST.
 // Bad input is answered here and never reaches the child.
@@ -63,16 +61,15 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 
 func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
 	// The call lives as long as this request: when the client goes, or a
-	// write to it fails, ctx ends and the bridge cancels toward the child.
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	c, err := h.b.Call(ctx, msg)
+	// write to it fails (net/http then cancels the request's context), the
+	// bridge cancels toward the child.
+	c, err := h.b.Call(r.Context(), msg)
 	if err != nil {
 		h.fail(w, r, msg.ID, err)
 		return
 	}
 	if c.Streams() && accepts(r.Header.Get("Accept"), "text/event-stream") {
-		h.stream(w, ctx, cancel, c, msg.ID)
+		h.stream(w, r, c, msg.ID)
 		return
 	}
 	for {
@@ -93,10 +90,14 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Mes
 
 // stream answers with SSE: the call's notifications as they come, then the
 // response, then the end of the stream. Only this goroutine writes to w.
-func (h *handlers) stream(w http.ResponseWriter, ctx context.Context, cancel context.CancelCauseFunc, c Call, id []byte) {
+func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c Call, id []byte) {
 	sse := newSSE(w, h.opts.WriteTimeout)
+	gone := func(err error) {
+		h.log.Info("client stopped taking the stream; its call is cancelled", "err", err,
+			"request_id", middleware.GetReqID(r.Context()))
+	}
 	if err := sse.open(); err != nil {
-		cancel(errStoppedReading)
+		gone(err)
 		return
 	}
 	keepAlive := time.NewTicker(h.opts.KeepAlive)
@@ -106,7 +107,7 @@ func (h *handlers) stream(w http.ResponseWriter, ctx context.Context, cancel con
 		case <-c.Wake():
 		case <-keepAlive.C:
 			if err := sse.comment("keep-alive"); err != nil {
-				cancel(errStoppedReading)
+				gone(err)
 				return
 			}
 			continue
@@ -114,7 +115,7 @@ func (h *handlers) stream(w http.ResponseWriter, ctx context.Context, cancel con
 		notes, resp, err, done := c.Take()
 		for _, n := range notes {
 			if err := sse.event(n); err != nil {
-				cancel(errStoppedReading)
+				gone(err)
 				return
 			}
 		}
@@ -124,7 +125,7 @@ func (h *handlers) stream(w http.ResponseWriter, ctx context.Context, cancel con
 		switch {
 		case err == nil:
 			_ = sse.event(resp)
-		case ctx.Err() != nil:
+		case r.Context().Err() != nil:
 			// The client is gone; nothing can reach it.
 		default:
 			_ = sse.event(jsonrpc.NewErrorResponse(id, asRPCError(err)))

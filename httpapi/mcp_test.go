@@ -1,0 +1,484 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeBackend records what reaches it; the test plays the child's part by
+// feeding each fakeCall.
+type fakeBackend struct {
+	ready    bool
+	callErr  error
+	calls    chan *fakeCall
+	notified chan *jsonrpc.Message
+}
+
+func newFake() *fakeBackend {
+	return &fakeBackend{ready: true, calls: make(chan *fakeCall, 16), notified: make(chan *jsonrpc.Message, 16)}
+}
+
+func (f *fakeBackend) Call(ctx context.Context, req *jsonrpc.Message) (Call, error) {
+	if f.callErr != nil {
+		return nil, f.callErr
+	}
+	c := &fakeCall{req: req, wake: make(chan struct{}, 1), ended: make(chan struct{})}
+	tok, found, _ := jsonrpc.Lookup(req.Params, "_meta", "progressToken")
+	c.streams = found && tok.End > tok.Start
+	// Like the bridge: the call ends by itself when ctx does.
+	context.AfterFunc(ctx, func() {
+		c.cause = context.Cause(ctx)
+		c.finish(nil, ctx.Err())
+	})
+	f.calls <- c
+	return c, nil
+}
+
+func (f *fakeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
+	f.notified <- n
+	return f.callErr
+}
+
+func (f *fakeBackend) Ready() bool { return f.ready }
+
+func (f *fakeBackend) next(t *testing.T) *fakeCall {
+	t.Helper()
+	select {
+	case c := <-f.calls:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no call reached the backend")
+		return nil
+	}
+}
+
+type fakeCall struct {
+	req     *jsonrpc.Message
+	streams bool
+	mu      sync.Mutex
+	notes   [][]byte
+	resp    []byte
+	err     error
+	done    bool
+	cause   error
+	wake    chan struct{}
+	ended   chan struct{}
+}
+
+func (c *fakeCall) Wake() <-chan struct{} { return c.wake }
+func (c *fakeCall) Streams() bool         { return c.streams }
+func (c *fakeCall) Take() ([][]byte, []byte, error, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.notes
+	c.notes = nil
+	if c.done {
+		c.signal()
+	}
+	return n, c.resp, c.err, c.done
+}
+func (c *fakeCall) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+func (c *fakeCall) note(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notes = append(c.notes, []byte(s))
+	c.signal()
+}
+func (c *fakeCall) finish(resp []byte, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return
+	}
+	c.resp, c.err, c.done = resp, err, true
+	close(c.ended)
+	c.signal()
+}
+
+// waitEnded returns why the call's context ended.
+func (c *fakeCall) waitEnded(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-c.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not end")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cause
+}
+
+func newServer(t *testing.T, f *fakeBackend, opts Options) *httptest.Server {
+	srv := httptest.NewServer(New(f, opts))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func post(t *testing.T, url, contentType, body string, header ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func readRPCError(t *testing.T, resp *http.Response) (id string, code int) {
+	t.Helper()
+	var m struct {
+		ID    json.RawMessage    `json:"id"`
+		Error struct{ Code int } `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("error body: %v", err)
+	}
+	return string(m.ID), m.Error.Code
+}
+
+// Bad input gets a clear answer and never reaches the backend.
+func TestBadInputIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{MaxBodyBytes: 1024})
+	tests := map[string]struct {
+		method, contentType, body string
+		status, code              int
+		id                        string
+	}{
+		"malformed JSON":      {"POST", "application/json", `{"jsonrpc":"2.0",`, 400, jsonrpc.CodeParseError, "null"},
+		"trailing garbage":    {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m"}}`, 400, jsonrpc.CodeParseError, "null"},
+		"batch":               {"POST", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"m"}]`, 400, jsonrpc.CodeInvalidRequest, "null"},
+		"not JSON-RPC":        {"POST", "application/json", `{"id":7,"method":"m"}`, 400, jsonrpc.CodeInvalidRequest, "7"},
+		"scalar":              {"POST", "application/json", `"hello"`, 400, jsonrpc.CodeInvalidRequest, "null"},
+		"a response":          {"POST", "application/json", `{"jsonrpc":"2.0","id":"r","result":{}}`, 400, jsonrpc.CodeInvalidRequest, `"r"`},
+		"too big":             {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"` + strings.Repeat("a", 2000) + `"}}`, 413, jsonrpc.CodeInvalidRequest, "null"},
+		"text/plain":          {"POST", "text/plain", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 415, jsonrpc.CodeInvalidRequest, "null"},
+		"no content type":     {"POST", "", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 415, jsonrpc.CodeInvalidRequest, "null"},
+		"GET":                 {"GET", "", ``, 405, jsonrpc.CodeInvalidRequest, "null"},
+		"DELETE":              {"DELETE", "", ``, 405, jsonrpc.CodeInvalidRequest, "null"},
+		"json with a charset": {"POST", "application/json; charset=utf-8", `{"jsonrpc":"2.0","id":1,"method":"m","params":3}`, 400, jsonrpc.CodeInvalidRequest, "1"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+"/mcp", strings.NewReader(tt.body))
+			if tt.contentType != "" {
+				req.Header.Set("Content-Type", tt.contentType)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Errorf("status = %d, want %d", resp.StatusCode, tt.status)
+			}
+			if tt.status == 405 && resp.Header.Get("Allow") != "POST" {
+				t.Errorf("Allow = %q, want POST", resp.Header.Get("Allow"))
+			}
+			id, code := readRPCError(t, resp)
+			if code != tt.code || id != tt.id {
+				t.Errorf("error = id %s code %d, want id %s code %d", id, code, tt.id, tt.code)
+			}
+		})
+	}
+	select {
+	case c := <-f.calls:
+		t.Errorf("bad input reached the backend: %s", c.req.Raw)
+	case n := <-f.notified:
+		t.Errorf("bad input reached the backend: %s", n.Raw)
+	default:
+	}
+}
+
+func TestJSONAnswer(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	go func() {
+		c := f.next(t)
+		c.note(`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`) // has no place in JSON
+		c.finish([]byte(`{"jsonrpc":"2.0","id":"x","result":{"ok":true}}`), nil)
+	}()
+	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":"x","method":"tools/call"}`)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if string(body) != `{"jsonrpc":"2.0","id":"x","result":{"ok":true}}` {
+		t.Errorf("body = %s", body)
+	}
+}
+
+// readEvents reads SSE data fields and comments until the stream ends.
+func readEvents(t *testing.T, r io.Reader, onComment func(string)) []string {
+	t.Helper()
+	var events []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "data: "):
+			events = append(events, strings.TrimPrefix(line, "data: "))
+		case strings.HasPrefix(line, ":") && onComment != nil:
+			onComment(line)
+		}
+	}
+	return events
+}
+
+func TestSSEStream(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	go func() {
+		c := f.next(t)
+		c.note(`{"n":1}`)
+		c.note(`{"n":2}`)
+		c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil)
+	}()
+	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"t"}}}`,
+		"Accept", "application/json, text/event-stream")
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || resp.Header.Get("X-Accel-Buffering") != "no" {
+		t.Errorf("Content-Type %q, X-Accel-Buffering %q", ct, resp.Header.Get("X-Accel-Buffering"))
+	}
+	got := readEvents(t, resp.Body, nil)
+	want := []string{`{"n":1}`, `{"n":2}`, `{"jsonrpc":"2.0","id":1,"result":{}}`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+}
+
+// A client that cannot take SSE gets JSON even when it asked for progress.
+func TestAcceptJSONOnly(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	go func() {
+		c := f.next(t)
+		c.note(`{"n":1}`)
+		c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil)
+	}()
+	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"t"}}}`,
+		"Accept", "application/json")
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+}
+
+func TestKeepAliveOnQuietStream(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{KeepAlive: 20 * time.Millisecond})
+	calls := make(chan *fakeCall, 1)
+	go func() { calls <- f.next(t) }()
+	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`)
+	c := <-calls
+	var once sync.Once
+	events := readEvents(t, resp.Body, func(line string) {
+		// The call ends only after a keep-alive has been seen.
+		if line == ": keep-alive" {
+			once.Do(func() { c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil) })
+		}
+	})
+	if len(events) != 1 {
+		t.Errorf("events = %q, want just the response after a keep-alive", events)
+	}
+}
+
+// A client that disconnects cancels its call: during a stream, and while
+// waiting for a JSON answer.
+func TestDisconnectCancelsTheCall(t *testing.T) {
+	t.Parallel()
+	for _, streaming := range []bool{true, false} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			t.Parallel()
+			f := newFake()
+			srv := newServer(t, f, Options{})
+			body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`
+			if streaming {
+				body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/mcp", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			errc := make(chan error, 1)
+			go func() {
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				errc <- err
+			}()
+			c := f.next(t)
+			if streaming {
+				c.note(`{"n":1}`)
+			}
+			cancel()
+			if cause := c.waitEnded(t); !errors.Is(cause, context.Canceled) {
+				t.Errorf("call ended with cause %v, want context.Canceled", cause)
+			}
+			<-errc
+		})
+	}
+}
+
+// A client that stops reading without closing is cut off by the write
+// deadline, and its call is cancelled.
+func TestClientThatStopsReadingIsCutOff(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{WriteTimeout: 100 * time.Millisecond})
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	c := f.next(t)
+	big := `{"pad":"` + strings.Repeat("p", 1<<20) + `"}`
+	// Feed until the handler gives up; it must, since nobody reads.
+	go func() {
+		for {
+			select {
+			case <-c.ended:
+				return
+			default:
+				c.note(big)
+			}
+			c.mu.Lock()
+			backlog := len(c.notes)
+			c.mu.Unlock()
+			if backlog > 4 {
+				select {
+				case <-c.ended:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+	}()
+	if cause := c.waitEnded(t); !errors.Is(cause, context.Canceled) {
+		t.Errorf("call ended with cause %v, want context.Canceled", cause)
+	}
+}
+
+func TestGatewayErrorsMapToStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		code, status int
+		retryAfter   bool
+	}{
+		{jsonrpc.CodeUnavailable, 503, true},
+		{jsonrpc.CodeShutdown, 503, true},
+		{jsonrpc.CodeTimeout, 504, false},
+		{jsonrpc.CodeTooLarge, 502, false},
+		{jsonrpc.CodeInvalidParams, 400, false},
+		{jsonrpc.CodeInternalError, 500, false},
+	}
+	for _, tt := range tests {
+		f := newFake()
+		f.callErr = jsonrpc.GatewayError(tt.code, "r", "m")
+		srv := newServer(t, f, Options{})
+		resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":"k","method":"tools/call"}`)
+		id, code := readRPCError(t, resp)
+		if resp.StatusCode != tt.status || code != tt.code || id != `"k"` {
+			t.Errorf("code %d: status %d, body code %d id %s; want status %d", tt.code, resp.StatusCode, code, id, tt.status)
+		}
+		if got := resp.Header.Get("Retry-After") != ""; got != tt.retryAfter {
+			t.Errorf("code %d: Retry-After present = %v, want %v", tt.code, got, tt.retryAfter)
+		}
+	}
+	// An error that arrives once the stream is open goes out as the last event.
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	go func() {
+		c := f.next(t)
+		c.note(`{"n":1}`)
+		c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeTimeout, "timeout", "too slow"))
+	}()
+	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`)
+	events := readEvents(t, resp.Body, nil)
+	if len(events) != 2 || !strings.Contains(events[1], `"id":3`) || !strings.Contains(events[1], `"code":-32001`) {
+		t.Errorf("events = %q, want a progress event and a timeout error for id 3", events)
+	}
+}
+
+func TestNotificationsAreAccepted(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	if resp.StatusCode != 202 {
+		t.Errorf("status = %d, want 202", resp.StatusCode)
+	}
+	if body, _ := io.ReadAll(resp.Body); len(body) != 0 {
+		t.Errorf("202 with a body: %s", body)
+	}
+	if n := <-f.notified; n.Method != "notifications/cancelled" {
+		t.Errorf("backend got %s", n.Raw)
+	}
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	get := func(path string) int {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := get("/healthz"); s != 200 {
+		t.Errorf("/healthz = %d", s)
+	}
+	if s := get("/readyz"); s != 200 {
+		t.Errorf("/readyz when ready = %d", s)
+	}
+	f.ready = false
+	if s := get("/readyz"); s != 503 {
+		t.Errorf("/readyz when not ready = %d, want 503", s)
+	}
+	if s := get("/healthz"); s != 200 {
+		t.Errorf("/healthz when not ready = %d, want 200", s)
+	}
+	if s := get("/nope"); s != 404 {
+		t.Errorf("/nope = %d, want 404", s)
+	}
+}
