@@ -2,9 +2,20 @@ module github.com/stdiomcp/gateway
 
 go 1.26.8
 
-require go.uber.org/goleak v1.3.0
+require (
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/kelseyhightower/envconfig v1.4.0
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+	go.uber.org/goleak v1.3.0
+)
 
 require (
-	github.com/go-chi/chi/v5 v5.5.0 // indirect
-	github.com/kelseyhightower/envconfig v1.4.0 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	golang.org/x/oauth2 v0.35.0 // indirect
+	golang.org/x/sync v0.20.0 // indirect
+	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 )

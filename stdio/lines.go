@@ -157,13 +157,15 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 	defer stop()
 
 	// Write in pieces so that the stall limit measures progress, not the
-	// time a large message takes to go through a slow reader. The newline is
-	// the last piece; off passes len(msg) once it is out.
+	// time a large message takes to go through a slow reader. The newline
+	// travels with the last piece, so a message of up to one piece is one
+	// write; off passes len(msg) once the newline is out.
 	const piece = 64 << 10
 	for off := 0; off <= len(msg); {
-		buf := []byte{'\n'}
-		if off < len(msg) {
-			buf = msg[off:min(off+piece, len(msg))]
+		buf := msg[off:min(off+piece, len(msg))]
+		if len(msg)-off <= piece {
+			p.scratch = append(append(p.scratch[:0], msg[off:]...), '\n')
+			buf = p.scratch
 		}
 		mu.Lock()
 		if abandoned && !committed {

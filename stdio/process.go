@@ -74,6 +74,7 @@ type Process struct {
 	writeTok chan struct{} // 1-buffered: holding it means owning stdin for one whole line
 	writeErr error         // set once stdin is broken; guarded by writeTok
 	broken   atomic.Bool   // writeErr != nil, readable without the token
+	scratch  []byte        // the last piece of a line and its newline; guarded by writeTok
 
 	exited     chan struct{}
 	exitErr    error // valid after exited is closed

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// runGoSDKServer is a third-party stdio MCP server written with the official
+// Go SDK: an echo tool and a slow tool that reports progress and logs to
+// stderr when its context is cancelled.
+func runGoSDKServer() {
+	server := mcp.NewServer(&mcp.Implementation{Name: "gosdk-test-server", Version: "1.0.0"}, nil)
+	type echoIn struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "echoes text"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	type slowIn struct {
+		Steps int `json:"steps"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "slow", Description: "reports progress every 20ms"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
+			tok := req.Params.GetProgressToken()
+			for i := 1; i <= in.Steps; i++ {
+				select {
+				case <-ctx.Done():
+					fmt.Fprintf(os.Stderr, "gosdk: slow cancelled at step %d\n", i)
+					return nil, nil, ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+				if tok != nil {
+					req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(in.Steps)})
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%d steps", in.Steps)}}}, nil, nil
+		})
+	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "gosdk server:", err)
+	}
+}
+
+// runCrashOnCall is a legacy server that completes the handshake and exits
+// the moment it receives a tool call.
+func runCrashOnCall() {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.Unmarshal(sc.Bytes(), &m)
+		switch m.Method {
+		case "initialize":
+			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"crash","version":"1"}}}`+"\n", m.ID)
+		case "server/discover":
+			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`+"\n", m.ID)
+		case "tools/call":
+			fmt.Fprintln(os.Stderr, "crash: exiting on a tool call")
+			os.Exit(3)
+		}
+	}
+}

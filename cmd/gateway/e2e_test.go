@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// sseReader reads the data fields of an SSE response, one event at a time.
+type sseReader struct{ sc *bufio.Scanner }
+
+func newSSEReader(r io.Reader) *sseReader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 64<<20)
+	return &sseReader{sc}
+}
+
+// next returns the next event's data, or "" at the end of the stream.
+func (s *sseReader) next() string {
+	for s.sc.Scan() {
+		if data, ok := strings.CutPrefix(s.sc.Text(), "data: "); ok {
+			return data
+		}
+	}
+	return ""
+}
+
+func TestCallWithJSONAnswer(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil)
+	var resp struct {
+		ID     json.RawMessage `json:"id"`
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":"req-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"héllo"}}}`, &resp)
+	if httpResp.StatusCode != 200 || httpResp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("status %d, Content-Type %q", httpResp.StatusCode, httpResp.Header.Get("Content-Type"))
+	}
+	if string(resp.ID) != `"req-1"` || len(resp.Result.Content) != 1 || resp.Result.Content[0].Text != "héllo" {
+		t.Errorf("answer = %+v", resp)
+	}
+}
+
+// Progress arrives as SSE events on the call's own response, with the
+// client's token, before the final response; then the stream ends.
+func TestProgressOverSSE(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil)
+	resp := rpc(t, context.Background(), g.URL, `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":250,"interval_ms":50},"_meta":{"progressToken":"my-token"}}}`)
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type = %q, want text/event-stream", ct)
+	}
+	events := newSSEReader(resp.Body)
+	for i := 1; i <= 5; i++ {
+		var n struct {
+			Method string `json:"method"`
+			Params struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+				Progress      int             `json:"progress"`
+				Total         int             `json:"total"`
+			} `json:"params"`
+		}
+		ev := events.next()
+		if err := json.Unmarshal([]byte(ev), &n); err != nil {
+			t.Fatalf("event %d = %q: %v", i, ev, err)
+		}
+		if n.Method != "notifications/progress" || string(n.Params.ProgressToken) != `"my-token"` || n.Params.Progress != i || n.Params.Total != 5 {
+			t.Errorf("event %d = %s", i, ev)
+		}
+	}
+	final := events.next()
+	if !strings.HasPrefix(final, `{"jsonrpc":"2.0","id":42,"result":`) || !strings.Contains(final, "done after 5 steps") {
+		t.Errorf("final event = %s", final)
+	}
+	if ev := events.next(); ev != "" {
+		t.Errorf("an event after the response: %s", ev)
+	}
+}
+
+// A client that closes its stream makes the child receive
+// notifications/cancelled naming the id the gateway gave the call.
+func TestDisconnectReachesTheChild(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := rpc(t, ctx, g.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":60000,"interval_ms":20},"_meta":{"progressToken":1}}}`)
+	if ev := newSSEReader(resp.Body).next(); !strings.Contains(ev, "notifications/progress") {
+		t.Fatalf("first event = %q, want progress", ev)
+	}
+	cancel()
+	got := demoReceived(t, g.URL, 1)
+	var slowID json.RawMessage
+	for _, r := range got.Requests {
+		if r.Tool == "slow" {
+			slowID = r.ID
+		}
+	}
+	c := got.Cancellations[0]
+	if string(c.RequestID) != string(slowID) || c.Reason != "client disconnected" || !c.Running {
+		t.Errorf("child got cancellation %+v; want requestId %s (the id it saw), reason \"client disconnected\", while running", c, slowID)
+	}
+}
+
+// 64 concurrent calls, with ids that collide across clients, each get their
+// own answer, and the child sees 64 distinct ids.
+func TestConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil)
+	const n = 64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			clientID := fmt.Sprint(i % 4)
+			if i%2 == 0 {
+				clientID = `"same"`
+			}
+			var resp struct {
+				ID     json.RawMessage `json:"id"`
+				Result struct {
+					Content []struct{ Text string } `json:"content"`
+				} `json:"result"`
+			}
+			rpcJSON(t, g.URL, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"echo","arguments":{"text":"caller %d"}}}`, clientID, i), &resp)
+			if string(resp.ID) != clientID || len(resp.Result.Content) != 1 || resp.Result.Content[0].Text != fmt.Sprintf("caller %d", i) {
+				t.Errorf("caller %d (id %s) got %+v", i, clientID, resp)
+			}
+		})
+	}
+	wg.Wait()
+	ids := map[string]bool{}
+	for _, r := range demoReceived(t, g.URL, 0).Requests {
+		if r.Tool == "echo" {
+			if ids[string(r.ID)] {
+				t.Errorf("the child saw id %s twice", r.ID)
+			}
+			ids[string(r.ID)] = true
+		}
+	}
+	if len(ids) != n {
+		t.Errorf("the child saw %d distinct echo ids, want %d", len(ids), n)
+	}
+}
+
+// A 20 MiB tool result passes through whole.
+func TestLargeResult(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil)
+	const size = 20 << 20
+	resp := rpc(t, context.Background(), g.URL, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":%d}}}`, size))
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("a %d-byte answer that is not JSON: %v", len(body), err)
+	}
+	if len(r.Result.Content) != 1 || len(r.Result.Content[0].Text) != size {
+		t.Errorf("text of %d bytes, want %d", len(r.Result.Content[0].Text), size)
+	}
+}
+
+// SIGINT: the call in flight ends with an error for its client, the child is
+// told to cancel it, the child is stopped and the gateway exits 0.
+func TestSignalShutdown(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil)
+	resp := rpc(t, context.Background(), g.URL, `{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":60000,"interval_ms":20},"_meta":{"progressToken":1}}}`)
+	events := newSSEReader(resp.Body)
+	if ev := events.next(); !strings.Contains(ev, "notifications/progress") {
+		t.Fatalf("first event = %q, want progress", ev)
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for ev := events.next(); ev != ""; ev = events.next() {
+		last = ev
+	}
+	if !strings.Contains(last, `"id":"s"`) || !strings.Contains(last, `"code":-32005`) {
+		t.Errorf("last event = %s, want the shutdown error for id \"s\"", last)
+	}
+	<-g.done
+	if g.err != nil {
+		t.Errorf("gateway exit: %v, want status 0", g.err)
+	}
+	cancelled := g.logs.find(func(r logRecord) bool {
+		line, _ := r["line"].(string)
+		return r["stream"] == "stderr" && strings.Contains(line, "demo: cancelled request") && strings.Contains(line, "gateway shutting down")
+	})
+	if len(cancelled) != 1 {
+		t.Errorf("the child logged %d cancellations for the shutdown, want 1", len(cancelled))
+	}
+	if len(g.logs.find(func(r logRecord) bool { return r["msg"] == "child exited" })) != 1 {
+		t.Errorf("no record of the child exiting")
+	}
+}
+
+// A child that dies mid-call fails the call at once with a clear error, and
+// a new child takes over.
+func TestChildCrashFailsTheCall(t *testing.T) {
+	t.Parallel()
+	exe, _ := os.Executable()
+	g := startGateway(t, []string{childEnv + "=crash-on-call", "GATEWAY_RESTART_DELAY_MIN=10ms"}, "--", exe)
+	g.waitReady()
+	var resp struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code    int
+			Message string
+		} `json:"error"`
+	}
+	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}`, &resp)
+	if httpResp.StatusCode != 503 || resp.Error.Code != -32000 || !strings.Contains(resp.Error.Message, "exited") || string(resp.ID) != "7" {
+		t.Errorf("status %d, answer %+v; want 503 and a child-exited error for id 7", httpResp.StatusCode, resp)
+	}
+	// The restarted child completes its handshake again.
+	n := 0
+	g.logs.wait(t, func(r logRecord) bool {
+		if r["msg"] == "child ready" {
+			n++
+		}
+		return n == 2
+	})
+}
+
+func TestCommandLine(t *testing.T) {
+	t.Parallel()
+	run := func(env []string, args ...string) (string, int) {
+		cmd := exec.Command(gatewayBin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	out, code := run(nil, "-h")
+	if code != 0 {
+		t.Errorf("gateway -h exited %d", code)
+	}
+	for _, v := range []string{"GATEWAY_ADDR", "GATEWAY_COMMAND", "GATEWAY_ERA", "GATEWAY_CALL_IDLE_TIMEOUT", "GATEWAY_MAX_MESSAGE_BYTES", "GATEWAY_LOG_FORMAT", "127.0.0.1:8080", "67108864"} {
+		if !strings.Contains(out, v) {
+			t.Errorf("gateway -h does not mention %s", v)
+		}
+	}
+	if out, code := run([]string{"GATEWAY_ERA=sideways"}); code != 1 || !strings.Contains(out, "GATEWAY_ERA must be auto, legacy or modern") {
+		t.Errorf("bad GATEWAY_ERA: exit %d, output %q", code, out)
+	}
+	if out, code := run([]string{"GATEWAY_CALL_IDLE_TIMEOUT=soon"}); code != 1 || !strings.Contains(out, "CALL_IDLE_TIMEOUT") {
+		t.Errorf("bad duration: exit %d, output %q", code, out)
+	}
+	if out, code := run(nil, "node", "server.js"); code != 2 || !strings.Contains(out, "after --") {
+		t.Errorf("a command without --: exit %d, output %q", code, out)
+	}
+	if out, code := run([]string{"GATEWAY_ADDR=256.0.0.1:1"}, "--", "true"); code != 1 || !strings.Contains(out, "listen") {
+		t.Errorf("an address that cannot be listened on: exit %d, output %q", code, out)
+	}
+	if _, code := run(nil, "demo", "-era", "nope"); code != 1 {
+		t.Errorf("demo with a bad era exited %d, want 1", code)
+	}
+}
+
+// The demo answers over stdio on its own, in each era.
+func TestDemoEras(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct{ discover, initialize bool }{
+		"legacy": {false, true},
+		"modern": {true, false},
+		"dual":   {true, true},
+	}
+	for era, want := range tests {
+		t.Run(era, func(t *testing.T) {
+			in := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}` + "\n" +
+				`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}` + "\n"
+			cmd := exec.Command(gatewayBin, "demo", "-era", era)
+			cmd.Stdin = strings.NewReader(in)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+			if len(lines) != 2 {
+				t.Fatalf("demo wrote %q", out)
+			}
+			for i, ok := range []bool{want.discover, want.initialize} {
+				var m struct{ Result, Error json.RawMessage }
+				json.Unmarshal(lines[i], &m)
+				if (m.Result != nil) != ok {
+					t.Errorf("request %d answered %s", i+1, lines[i])
+				}
+			}
+		})
+	}
+}
