@@ -313,3 +313,26 @@ func TestDemoEras(t *testing.T) {
 		})
 	}
 }
+
+// A call that goes quiet past the idle timeout gets a timeout error, and the
+// child is told to cancel it.
+func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, []string{"GATEWAY_CALL_IDLE_TIMEOUT=300ms"})
+	var resp struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code    int
+			Message string
+			Data    struct{ Source, Reason string }
+		} `json:"error"`
+	}
+	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":"quiet","method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":60000,"interval_ms":30000}}}`, &resp)
+	if httpResp.StatusCode != 504 || resp.Error.Code != -32001 || resp.Error.Data.Source != "gateway" || !strings.Contains(resp.Error.Message, "300ms") {
+		t.Errorf("status %d, answer %+v; want 504 and a gateway timeout error", httpResp.StatusCode, resp)
+	}
+	got := demoReceived(t, g.URL, 1)
+	if c := got.Cancellations[0]; c.Reason != "timeout" || !c.Running {
+		t.Errorf("the child got cancellation %+v, want reason timeout while running", c)
+	}
+}

@@ -24,7 +24,7 @@ import (
 const childEnv = "_GATEWAY_TEST_CHILD"
 
 var testChildren = map[string]func(){
-	"gosdk-server": runGoSDKServer,
+	"gosdk-server":  runGoSDKServer,
 	"crash-on-call": runCrashOnCall,
 }
 

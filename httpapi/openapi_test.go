@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+func loadSpec(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile("../openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.yaml is not valid: %v", err)
+	}
+	return doc
+}
+
+// Every route the router serves is in openapi.yaml, and every operation in
+// openapi.yaml is served (GET and DELETE /mcp by a 405).
+func TestOpenAPIListsEveryRoute(t *testing.T) {
+	doc := loadSpec(t)
+	var served []string
+	err := chi.Walk(New(newFake(), Options{}).(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		served = append(served, method+" "+route)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.Responses.Len() == 1 && op.Responses.Status(405) != nil {
+				continue // a refusal, checked below
+			}
+			documented = append(documented, method+" "+path)
+		}
+	}
+	sort.Strings(served)
+	sort.Strings(documented)
+	if strings.Join(served, "\n") != strings.Join(documented, "\n") {
+		t.Errorf("routes served:\n%s\nroutes in openapi.yaml:\n%s", strings.Join(served, "\n"), strings.Join(documented, "\n"))
+	}
+}
+
+// Real responses of the handlers match what openapi.yaml says of them.
+func TestResponsesMatchOpenAPI(t *testing.T) {
+	doc := loadSpec(t)
+	// kin-openapi has no decoder for SSE; the body is checked as a string.
+	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.FileBodyDecoder)
+	t.Cleanup(func() { openapi3filter.UnregisterBodyDecoder("text/event-stream") })
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type exchange struct {
+		name, method, path, contentType, body string
+		ready                                 bool
+		callErr                               error
+		answer                                func(*fakeCall)
+		status                                int
+	}
+	ok := func(c *fakeCall) { c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), nil) }
+	exchanges := []exchange{
+		{name: "json answer", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, ready: true, answer: ok, status: 200},
+		{name: "sse answer", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`, ready: true, answer: ok, status: 200},
+		{name: "notification", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, ready: true, status: 202},
+		{name: "parse error", method: "POST", path: "/mcp", contentType: "application/json", body: `{`, ready: true, status: 400},
+		{name: "wrong type", method: "POST", path: "/mcp", contentType: "text/plain", body: `{}`, ready: true, status: 415},
+		{name: "too big", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"` + strings.Repeat("y", 4096) + `"}}`, ready: true, status: 413},
+		{name: "unavailable", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, callErr: jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable", "down"), status: 503},
+		{name: "timeout", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, ready: true, answer: func(c *fakeCall) { c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeTimeout, "timeout", "slow")) }, status: 504},
+		{name: "too large", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, ready: true, answer: func(c *fakeCall) { c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large", "big")) }, status: 502},
+		{name: "get", method: "GET", path: "/mcp", status: 405},
+		{name: "delete", method: "DELETE", path: "/mcp", status: 405},
+		{name: "healthz", method: "GET", path: "/healthz", status: 200},
+		{name: "ready", method: "GET", path: "/readyz", ready: true, status: 200},
+		{name: "not ready", method: "GET", path: "/readyz", status: 503},
+	}
+	for _, ex := range exchanges {
+		t.Run(ex.name, func(t *testing.T) {
+			f := newFake()
+			f.ready, f.callErr = ex.ready, ex.callErr
+			h := New(f, Options{MaxBodyBytes: 1024})
+			if ex.answer != nil {
+				go func() { ex.answer(f.next(t)) }()
+			}
+			req := httptest.NewRequest(ex.method, ex.path, strings.NewReader(ex.body))
+			if ex.contentType != "" {
+				req.Header.Set("Content-Type", ex.contentType)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != ex.status {
+				t.Fatalf("status = %d, want %d; body %s", rec.Code, ex.status, rec.Body)
+			}
+			route, params, err := router.FindRoute(httptest.NewRequest(ex.method, "http://localhost"+ex.path, nil))
+			if err != nil {
+				t.Fatalf("openapi.yaml has no %s %s: %v", ex.method, ex.path, err)
+			}
+			in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+				Options: &openapi3filter.Options{ExcludeRequestBody: true}}
+			out := &openapi3filter.ResponseValidationInput{
+				RequestValidationInput: in,
+				Status:                 rec.Code,
+				Header:                 rec.Header(),
+				Body:                   io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
+				Options:                &openapi3filter.Options{IncludeResponseStatus: true},
+			}
+			if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+				t.Errorf("response does not match openapi.yaml: %v\nbody: %s", err, rec.Body)
+			}
+		})
+	}
+}
