@@ -170,14 +170,19 @@ func (c *Call) abort(err error, reason string) {
 	}
 	c.finish(nil, err)
 	if reason != "" && c.sentOrWanted(reason) {
-		c.b.wg.Go(func() {
-			// Detached and bounded: the caller is gone or has its answer and
-			// must not wait for a slow child to take the notification.
-			ctx, cancel := context.WithTimeout(context.Background(), c.b.opts.CancelTimeout)
-			defer cancel()
-			c.s.writeCancel(ctx, c, reason)
-		})
+		c.cancelInBackground(reason)
 	}
+}
+
+// cancelInBackground tells the child to cancel, detached and bounded: the
+// caller is gone or has its answer and must not wait for a slow child to
+// take the notification.
+func (c *Call) cancelInBackground(reason string) {
+	c.b.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.b.opts.CancelTimeout)
+		defer cancel()
+		c.s.writeCancel(ctx, c, reason)
+	})
 }
 
 // sentOrWanted reports whether the child has the request, so a cancellation
@@ -206,12 +211,8 @@ func (c *Call) writeDone(err error) {
 		return
 	}
 	c.write = written
-	if reason := c.cancelReason; reason != "" {
-		c.b.wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), c.b.opts.CancelTimeout)
-			defer cancel()
-			c.s.writeCancel(ctx, c, reason)
-		})
+	if c.cancelReason != "" {
+		c.cancelInBackground(c.cancelReason)
 	}
 }
 

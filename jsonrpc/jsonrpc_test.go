@@ -135,6 +135,18 @@ func FuzzMembers(f *testing.F) {
 			if !valid {
 				t.Fatalf("Members(%q) called invalid JSON a non-object", b)
 			}
+			var elems []json.RawMessage
+			if json.Unmarshal(b, &elems) == nil {
+				spans, err := Elements(b)
+				if err != nil || len(spans) != len(elems) {
+					t.Fatalf("Elements(%q) = %d spans, %v; want %d", b, len(spans), err, len(elems))
+				}
+				for i, sp := range spans {
+					if !bytes.Equal(b[sp.Start:sp.End], elems[i]) {
+						t.Fatalf("Elements(%q)[%d] = %s, want %s", b, i, b[sp.Start:sp.End], elems[i])
+					}
+				}
+			}
 			return
 		case err != nil:
 			if valid {

@@ -147,7 +147,7 @@ func (s *scanner) value(i, depth int) (int, error) {
 	case c == '{':
 		return s.object(i, depth+1, nil)
 	case c == '[':
-		return s.array(i, depth+1)
+		return s.array(i, depth+1, nil)
 	case c == '"':
 		end, _, err := s.str(i)
 		return end, err
@@ -231,7 +231,9 @@ func (s *scanner) key(start, end int, escaped bool) (string, error) {
 	return k, nil
 }
 
-func (s *scanner) array(i, depth int) (int, error) {
+// array validates an array at i; each element is reported to visit when it
+// is not nil.
+func (s *scanner) array(i, depth int, visit func(Span)) (int, error) {
 	if depth > maxDepth {
 		return i, s.fail(i, "nested too deeply")
 	}
@@ -240,10 +242,14 @@ func (s *scanner) array(i, depth int) (int, error) {
 		return i + 1, nil
 	}
 	for {
+		start := i
 		var err error
 		i, err = s.value(i, depth)
 		if err != nil {
 			return i, err
+		}
+		if visit != nil {
+			visit(Span{start, i})
 		}
 		i = s.ws(i)
 		if i >= len(s.b) {
@@ -360,32 +366,11 @@ func Elements(b []byte) ([]Span, error) {
 		return nil, s.fail(i, "expected an array")
 	}
 	var out []Span
-	i = s.ws(i + 1)
-	if i < len(b) && b[i] == ']' {
-		i++
-	} else {
-		for {
-			start := i
-			end, err := s.value(i, 1)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, Span{start, end})
-			i = s.ws(end)
-			if i >= len(b) {
-				return nil, s.fail(i, "unexpected end of input in an array")
-			}
-			if b[i] == ']' {
-				i++
-				break
-			}
-			if b[i] != ',' {
-				return nil, s.fail(i, "expected ',' or ']' in an array")
-			}
-			i = s.ws(i + 1)
-		}
+	end, err := s.array(i, 1, func(v Span) { out = append(out, v) })
+	if err != nil {
+		return nil, err
 	}
-	if j := s.ws(i); j != len(b) {
+	if j := s.ws(end); j != len(b) {
 		return nil, s.fail(j, "data after the top-level value")
 	}
 	return out, nil

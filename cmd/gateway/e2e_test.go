@@ -336,3 +336,33 @@ func TestIdleTimeout(t *testing.T) {
 		t.Errorf("the child got cancellation %+v, want reason timeout while running", c)
 	}
 }
+
+// An answer over the message size limit fails its call at once with an
+// error naming the limit, and the gateway keeps serving.
+func TestAnswerOverTheLimit(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, []string{"GATEWAY_MAX_MESSAGE_BYTES=1000000"})
+	var resp struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code    int
+			Message string
+		} `json:"error"`
+	}
+	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"big","arguments":{"bytes":3000000}}}`, &resp)
+	if httpResp.StatusCode != 502 || resp.Error.Code != -32004 || !strings.Contains(resp.Error.Message, "1000000") || string(resp.ID) != `"big"` {
+		t.Errorf("status %d, answer %+v; want 502 and a too-large error naming the limit", httpResp.StatusCode, resp)
+	}
+	var echo struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}`, &echo)
+	if len(echo.Result.Content) != 1 || echo.Result.Content[0].Text != "still here" {
+		t.Errorf("the next call got %+v", echo)
+	}
+	if len(g.logs.find(func(r logRecord) bool { return r["msg"] == "child wrote a message over the size limit; skipped" && r["size"] != nil })) != 1 {
+		t.Errorf("the oversized line was not logged with its size")
+	}
+}
