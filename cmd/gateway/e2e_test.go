@@ -362,7 +362,9 @@ func TestAnswerOverTheLimit(t *testing.T) {
 	if len(echo.Result.Content) != 1 || echo.Result.Content[0].Text != "still here" {
 		t.Errorf("the next call got %+v", echo)
 	}
-	if len(g.logs.find(func(r logRecord) bool { return r["msg"] == "child wrote a message over the size limit; skipped" && r["size"] != nil })) != 1 {
+	if len(g.logs.find(func(r logRecord) bool {
+		return r["msg"] == "child wrote a message over the size limit; skipped" && r["size"] != nil
+	})) != 1 {
 		t.Errorf("the oversized line was not logged with its size")
 	}
 }
