@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -23,18 +24,32 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("Content-Type must be application/json, not %q", r.Header.Get("Content-Type"))})
 		return
 	}
+	// A body that trickles in must not hold a goroutine forever; the
+	// deadline is lifted once the body is in, since the answer may be a
+	// stream that lasts as long as the call.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.opts.ClientTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	if err != nil {
+		// The rest of the body will not be read: the connection cannot be
+		// reused (net/http would otherwise wait to drain it).
+		w.Header().Set("Connection", "close")
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 				Message: fmt.Sprintf("request body over the gateway's %d-byte limit", tooBig.Limit)})
 			return
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			writeError(w, http.StatusRequestTimeout, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: fmt.Sprintf("the request body did not arrive within %v", h.opts.ClientTimeout)})
+			return
+		}
 		// The client went away mid-body; there is no one to answer.
 		h.log.Debug("reading request body", "err", err)
 		return
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	msg, err := jsonrpc.Parse(body)
 	switch {
 	case errors.Is(err, jsonrpc.ErrParse):
@@ -82,7 +97,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Mes
 			h.fail(w, r, msg.ID, err)
 			return
 		}
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
@@ -91,7 +106,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Mes
 // stream answers with SSE: the call's notifications as they come, then the
 // response, then the end of the stream. Only this goroutine writes to w.
 func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c Call, id []byte) {
-	sse := newSSE(w, h.opts.WriteTimeout)
+	sse := newSSE(w, h.opts.ClientTimeout)
 	gone := func(err error) {
 		h.log.Info("client stopped taking the stream; its call is cancelled", "err", err,
 			"request_id", middleware.GetReqID(r.Context()))

@@ -359,7 +359,7 @@ func TestDisconnectCancelsTheCall(t *testing.T) {
 func TestClientThatStopsReadingIsCutOff(t *testing.T) {
 	t.Parallel()
 	f := newFake()
-	srv := newServer(t, f, Options{WriteTimeout: 100 * time.Millisecond})
+	srv := newServer(t, f, Options{ClientTimeout: 100 * time.Millisecond})
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -480,5 +480,33 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 	if s := get("/nope"); s != 404 {
 		t.Errorf("/nope = %d, want 404", s)
+	}
+}
+
+// A body that never finishes arriving gets 408 instead of holding the
+// handler, and never reaches the backend.
+func TestTricklingBodyTimesOut(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{ClientTimeout: 100 * time.Millisecond})
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("status = %d, want 408", resp.StatusCode)
+	}
+	select {
+	case c := <-f.calls:
+		t.Errorf("a partial body reached the backend: %s", c.req.Raw)
+	default:
 	}
 }

@@ -52,10 +52,10 @@ func (a bridgeBackend) Ready() bool { return a.b.Ready() }
 
 // Options configure the handlers. Zero values mean the documented defaults.
 type Options struct {
-	MaxBodyBytes int64         // 0: 16 MiB; larger request bodies get 413
-	KeepAlive    time.Duration // 0: 15s; SSE comment sent on a quiet stream this often
-	WriteTimeout time.Duration // 0: 30s; a client that takes no bytes for this long is cut off
-	Logger       *slog.Logger  // nil: discard
+	MaxBodyBytes  int64         // 0: 16 MiB; larger request bodies get 413
+	KeepAlive     time.Duration // 0: 15s; SSE comment sent on a quiet stream this often
+	ClientTimeout time.Duration // 0: 30s; the request body must arrive within it, and a client that takes no answer bytes this long is cut off
+	Logger        *slog.Logger  // nil: discard
 }
 
 func (o *Options) defaults() {
@@ -65,8 +65,8 @@ func (o *Options) defaults() {
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
 	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = 30 * time.Second
+	if o.ClientTimeout <= 0 {
+		o.ClientTimeout = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -74,7 +74,9 @@ func (o *Options) defaults() {
 }
 
 // New returns the gateway's HTTP handler. The caller owns the server and
-// its timeouts; no WriteTimeout there, since SSE streams are long-lived.
+// its timeouts; no ReadTimeout or WriteTimeout there: they would cut SSE
+// streams (a read deadline left on the connection cancels the request), so
+// the handlers set per-request deadlines instead.
 func New(b Backend, opts Options) http.Handler {
 	opts.defaults()
 	h := &handlers{b: b, opts: opts, log: opts.Logger}

@@ -30,12 +30,12 @@ type Config struct {
 	RestartDelayMin  time.Duration `split_words:"true" default:"250ms" desc:"first delay before restarting a child that exited; doubles on each quick failure"`
 	RestartDelayMax  time.Duration `split_words:"true" default:"30s" desc:"the longest delay between restarts"`
 
-	MaxMessageBytes    int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB); longer ones are discarded and their call fails"`
-	MaxBodyBytes       int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB); larger ones get 413"`
-	StderrLineBytes    int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry; longer lines are split"`
-	ChildWriteTimeout  time.Duration `split_words:"true" default:"30s" desc:"a write to the child's stdin that makes no progress this long fails"`
-	ClientWriteTimeout time.Duration `split_words:"true" default:"30s" desc:"an HTTP client that takes no bytes this long is cut off and its call cancelled"`
-	SSEKeepAlive       time.Duration `split_words:"true" default:"15s" desc:"an SSE comment is sent on a quiet stream this often"`
+	MaxMessageBytes   int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB); longer ones are discarded and their call fails"`
+	MaxBodyBytes      int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB); larger ones get 413"`
+	StderrLineBytes   int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry; longer lines are split"`
+	ChildWriteTimeout time.Duration `split_words:"true" default:"30s" desc:"a write to the child's stdin that makes no progress this long fails"`
+	ClientTimeout     time.Duration `split_words:"true" default:"30s" desc:"a request body must arrive within this, and a client that takes no answer bytes this long is cut off (its call is cancelled)"`
+	SSEKeepAlive      time.Duration `split_words:"true" default:"15s" desc:"an SSE comment is sent on a quiet stream this often"`
 
 	StdinGrace      time.Duration `split_words:"true" default:"5s" desc:"on stop, how long to wait after closing the child's stdin before SIGTERM"`
 	TermGrace       time.Duration `split_words:"true" default:"5s" desc:"on stop, how long to wait after SIGTERM before SIGKILL"`
@@ -67,7 +67,7 @@ func (c *Config) validate() error {
 		"GATEWAY_CALL_IDLE_TIMEOUT": c.CallIdleTimeout, "GATEWAY_CALL_MAX_DURATION": c.CallMaxDuration,
 		"GATEWAY_PROBE_TIMEOUT": c.ProbeTimeout, "GATEWAY_HANDSHAKE_TIMEOUT": c.HandshakeTimeout,
 		"GATEWAY_RESTART_DELAY_MIN": c.RestartDelayMin, "GATEWAY_RESTART_DELAY_MAX": c.RestartDelayMax,
-		"GATEWAY_CHILD_WRITE_TIMEOUT": c.ChildWriteTimeout, "GATEWAY_CLIENT_WRITE_TIMEOUT": c.ClientWriteTimeout,
+		"GATEWAY_CHILD_WRITE_TIMEOUT": c.ChildWriteTimeout, "GATEWAY_CLIENT_TIMEOUT": c.ClientTimeout,
 		"GATEWAY_SSE_KEEP_ALIVE": c.SSEKeepAlive, "GATEWAY_STDIN_GRACE": c.StdinGrace,
 		"GATEWAY_TERM_GRACE": c.TermGrace, "GATEWAY_SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
 	} {

@@ -123,10 +123,10 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 		Logger:           log,
 	})
 	handler := httpapi.New(httpapi.FromBridge(b), httpapi.Options{
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		KeepAlive:    cfg.SSEKeepAlive,
-		WriteTimeout: cfg.ClientWriteTimeout,
-		Logger:       log,
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+		KeepAlive:     cfg.SSEKeepAlive,
+		ClientTimeout: cfg.ClientTimeout,
+		Logger:        log,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -138,8 +138,8 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		// No WriteTimeout: it would cut SSE streams; handlers set per-write
-		// deadlines instead.
+		// No ReadTimeout or WriteTimeout: they would cut SSE streams; the
+		// handlers set per-request deadlines instead.
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "child", argv, "era", cfg.Era, "version", version)
 	served := make(chan error, 1)
