@@ -119,9 +119,11 @@ type Bridge struct {
 	changed  chan struct{} // closed and replaced whenever the state above changes
 	closed   bool
 
-	stopRun context.CancelFunc
-	runDone chan struct{}
-	wg      sync.WaitGroup // cancellations and replies still being written
+	stopRun  context.CancelFunc
+	runDone  chan struct{}
+	bgMu     sync.Mutex
+	bgClosed bool           // Close is waiting for wg; no more may be added
+	wg       sync.WaitGroup // cancellations, replies and closes still running
 
 	late     atomic.Uint64 // responses for calls already retired
 	unknown  atomic.Uint64 // responses for ids the bridge never sent
@@ -321,8 +323,29 @@ func (b *Bridge) Close(ctx context.Context) error {
 	if s != nil {
 		s.shutdown(ctx)
 	}
+	b.bgMu.Lock()
+	b.bgClosed = true
+	b.bgMu.Unlock()
 	b.wg.Wait()
 	return nil
+}
+
+// spawn runs f on a goroutine that Close waits for. Once Close is waiting,
+// f runs on the caller's goroutine instead: by then the transport is closed
+// and f (a write or a close) returns at once.
+func (b *Bridge) spawn(f func()) {
+	b.bgMu.Lock()
+	if b.bgClosed {
+		b.bgMu.Unlock()
+		f()
+		return
+	}
+	b.wg.Add(1)
+	b.bgMu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
 }
 
 func errUnavailable(msg string) *jsonrpc.Error {

@@ -178,7 +178,7 @@ func (c *Call) abort(err error, reason string) {
 // caller is gone or has its answer and must not wait for a slow child to
 // take the notification.
 func (c *Call) cancelInBackground(reason string) {
-	c.b.wg.Go(func() {
+	c.b.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.b.opts.CancelTimeout)
 		defer cancel()
 		c.s.writeCancel(ctx, c, reason)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -110,7 +111,7 @@ func (s *session) kill(why error) {
 		s.ended = why
 	}
 	s.mu.Unlock()
-	s.b.wg.Go(func() { s.t.Close() })
+	s.b.spawn(func() { s.t.Close() })
 }
 
 // readLoop is the only reader of the child. It never blocks on a caller:
@@ -135,7 +136,10 @@ func (s *session) readLoop() {
 
 // end fails every pending call at once: their answers can no longer come.
 func (s *session) end(readErr error) {
-	why := fmt.Errorf("the child process exited (%v)", readErr)
+	why := errors.New("the child process exited")
+	if !errors.Is(readErr, io.EOF) {
+		why = fmt.Errorf("reading from the child failed: %w", readErr)
+	}
 	calls := s.claimAll(why)
 	why = s.endErr() // kill may have recorded a better reason first
 	for _, c := range calls {
@@ -279,7 +283,7 @@ func (s *session) childRequest(m *jsonrpc.Message) {
 		s.log.Warn("too many replies to the child in flight; dropped one", "method", m.Method)
 		return
 	}
-	s.b.wg.Go(func() {
+	s.b.spawn(func() {
 		defer s.replies.Add(-1)
 		ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.CancelTimeout)
 		defer cancel()
