@@ -24,7 +24,8 @@ type Call struct {
 	token    []byte // the caller's progress token; nil if it asked for none
 	internal bool   // the gateway's own (handshake); never cancelled toward the child
 
-	box mailbox
+	box   mailbox
+	start time.Time
 
 	mu           sync.Mutex
 	idle         *time.Timer // reset by progress
@@ -59,7 +60,7 @@ func (b *Bridge) Call(ctx context.Context, req *jsonrpc.Message) (*Call, error) 
 	if err != nil {
 		return nil, err
 	}
-	c := &Call{b: b, s: s, id: b.nextID.Add(1), clientID: req.ID, method: req.Method}
+	c := &Call{b: b, s: s, id: b.nextID.Add(1), clientID: req.ID, method: req.Method, start: time.Now()}
 	line, err := c.outgoing(req)
 	if err != nil {
 		return nil, err
@@ -232,6 +233,10 @@ func (s *session) writeCancel(ctx context.Context, c *Call, reason string) {
 func (c *Call) finish(resp []byte, err error) {
 	if !c.box.finish(resp, err) {
 		return
+	}
+	if c.s != nil {
+		c.s.log.Debug("call ended", "id", c.id, "client_id", string(c.clientID), "method", c.method,
+			"dur", time.Since(c.start).Round(time.Microsecond), "err", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -109,7 +109,7 @@ func (s *session) initialize(ctx context.Context) error {
 func (s *session) internal(ctx context.Context, method string, params []byte, timeout time.Duration) (*jsonrpc.Message, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := &Call{b: s.b, s: s, id: s.b.nextID.Add(1), method: method, internal: true}
+	c := &Call{b: s.b, s: s, id: s.b.nextID.Add(1), method: method, internal: true, start: time.Now()}
 	if err := c.send(ctx, jsonrpc.NewRequest(c.id, method, params), false); err != nil {
 		return nil, err
 	}

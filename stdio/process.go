@@ -4,6 +4,7 @@ package stdio
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -81,6 +82,7 @@ type Process struct {
 	stderrDone chan struct{}
 
 	closeOnce sync.Once
+	closing   atomic.Bool // Close has begun: an exit from now on is expected
 }
 
 // Start runs the command in its own process group with stdin, stdout and
@@ -160,7 +162,11 @@ func (p *Process) wait() {
 		p.log.Warn("sweep process group", "err", err)
 	}
 	close(p.exited)
-	p.log.Info("child exited", "status", exitStatus(err), "dur", time.Since(p.start).Round(time.Millisecond))
+	level := slog.LevelInfo
+	if !p.closing.Load() {
+		level = slog.LevelWarn // nobody asked it to stop
+	}
+	p.log.Log(context.Background(), level, "child exited", "status", exitStatus(err), "dur", time.Since(p.start).Round(time.Millisecond))
 	// Anything that escaped the group (setsid) may still hold the pipes; give
 	// the readers time to drain what the child wrote, then cut them loose.
 	time.AfterFunc(p.cfg.DrainGrace, func() {
@@ -175,6 +181,7 @@ func (p *Process) wait() {
 // has been reaped and its stderr drained; calling it again returns at once.
 func (p *Process) Close() error {
 	p.closeOnce.Do(func() {
+		p.closing.Store(true)
 		_ = p.stdin.Close() // unblocks a writer stuck on a full pipe, too
 		if p.waitExit(p.cfg.StdinGrace) {
 			return

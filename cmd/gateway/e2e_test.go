@@ -276,6 +276,9 @@ func TestCommandLine(t *testing.T) {
 	if out, code := run([]string{"GATEWAY_ADDR=256.0.0.1:1"}, "--", "true"); code != 1 || !strings.Contains(out, "listen") {
 		t.Errorf("an address that cannot be listened on: exit %d, output %q", code, out)
 	}
+	if out, code := run(nil, "--", "/nonexistent/mcp-server"); code != 1 || !strings.Contains(out, "/nonexistent/mcp-server") {
+		t.Errorf("a missing child program: exit %d, output %q", code, out)
+	}
 	if _, code := run(nil, "demo", "-era", "nope"); code != 1 {
 		t.Errorf("demo with a bad era exited %d, want 1", code)
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"syscall"
@@ -68,6 +69,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	argv, err := childCommand(cfg, childArgs, log)
 	if err != nil {
 		return err
+	}
+	// A program that is not there will not appear by restarting it; say so
+	// now rather than retry forever.
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return fmt.Errorf("the child command: %w", err)
 	}
 	return serve(ctx, cfg, argv, log)
 }
