@@ -8,12 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/stdio"
 )
 
-// BenchmarkCall measures one echo call through the gateway (HTTP, the
-// bridge, the child) against the same call written straight to the demo
-// child's stdin. The ratio of the two is the gateway's overhead:
+// BenchmarkCall measures one echo call three ways: written straight to the
+// demo child's stdin (the baseline), through the bridge in this process
+// (the multiplexer's share), and through the gateway binary over HTTP (what
+// a client sees). The ratios to the baseline are the overhead:
 //
 //	go test -run '^$' -bench BenchmarkCall -count 10 ./cmd/gateway
 func BenchmarkCall(b *testing.B) {
@@ -44,6 +47,31 @@ func BenchmarkCall(b *testing.B) {
 		for i := range b.N {
 			if resp := roundTrip(fmt.Sprintf(call, i+1)); !strings.Contains(resp, `"benchmark"`) {
 				b.Fatalf("answer %s", resp)
+			}
+		}
+	})
+
+	b.Run("bridge", func(b *testing.B) {
+		start := func(context.Context) (bridge.Transport, error) {
+			return stdio.Start(stdio.Config{Path: gatewayBin, Args: []string{"demo"}})
+		}
+		br := bridge.New(start, bridge.Options{Era: bridge.EraLegacy})
+		defer br.Close(context.Background())
+		if err := br.WaitReady(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			m, err := jsonrpc.Parse(fmt.Appendf(nil, call, i+1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := br.Call(context.Background(), m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if resp, err := c.Wait(); err != nil || !strings.Contains(string(resp), `"benchmark"`) {
+				b.Fatalf("answer %s, %v", resp, err)
 			}
 		}
 	})
