@@ -38,7 +38,7 @@ func (f *fakeBackend) Call(ctx context.Context, req *jsonrpc.Message) (Call, err
 	if f.callErr != nil {
 		return nil, f.callErr
 	}
-	c := &fakeCall{req: req, wake: make(chan struct{}, 1), ended: make(chan struct{})}
+	c := &fakeCall{req: req, wake: make(chan struct{}, 1), taken: make(chan struct{}, 1), ended: make(chan struct{})}
 	tok, found, _ := jsonrpc.Lookup(req.Params, "_meta", "progressToken")
 	c.streams = found && tok.End > tok.Start
 	// Like the bridge: the call ends by itself when ctx does.
@@ -78,6 +78,7 @@ type fakeCall struct {
 	done    bool
 	cause   error
 	wake    chan struct{}
+	taken   chan struct{} // signalled when Take hands out notes
 	ended   chan struct{}
 }
 
@@ -88,6 +89,12 @@ func (c *fakeCall) Take() ([][]byte, []byte, error, bool) {
 	defer c.mu.Unlock()
 	n := c.notes
 	c.notes = nil
+	if len(n) > 0 {
+		select {
+		case c.taken <- struct{}{}:
+		default:
+		}
+	}
 	if c.done {
 		c.signal()
 	}
@@ -370,24 +377,15 @@ func TestClientThatStopsReadingIsCutOff(t *testing.T) {
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	c := f.next(t)
 	big := `{"pad":"` + strings.Repeat("p", 1<<20) + `"}`
-	// Feed until the handler gives up; it must, since nobody reads.
+	// Feed a note each time the handler takes the last one, until it gives
+	// up; it must, since nobody reads.
 	go func() {
 		for {
+			c.note(big)
 			select {
+			case <-c.taken:
 			case <-c.ended:
 				return
-			default:
-				c.note(big)
-			}
-			c.mu.Lock()
-			backlog := len(c.notes)
-			c.mu.Unlock()
-			if backlog > 4 {
-				select {
-				case <-c.ended:
-					return
-				case <-time.After(10 * time.Millisecond):
-				}
 			}
 		}
 	}()
