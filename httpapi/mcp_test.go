@@ -142,6 +142,17 @@ func newServer(t *testing.T, f *fakeBackend, opts Options) *httptest.Server {
 	return srv
 }
 
+// dial opens a raw connection, for clients that misbehave below HTTP.
+func dial(t *testing.T, srv *httptest.Server) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 func post(t *testing.T, url, contentType, body string, header ...string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
@@ -367,11 +378,7 @@ func TestClientThatStopsReadingIsCutOff(t *testing.T) {
 	t.Parallel()
 	f := newFake()
 	srv := newServer(t, f, Options{ClientTimeout: 100 * time.Millisecond})
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dial(t, srv)
 	conn.(*net.TCPConn).SetReadBuffer(4096)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
@@ -487,11 +494,7 @@ func TestTricklingBodyTimesOut(t *testing.T) {
 	t.Parallel()
 	f := newFake()
 	srv := newServer(t, f, Options{ClientTimeout: 100 * time.Millisecond})
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dial(t, srv)
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

@@ -16,6 +16,16 @@ import (
 	"testing"
 )
 
+// rpcError is a JSON-RPC error answer.
+type rpcError struct {
+	ID    json.RawMessage `json:"id"`
+	Error struct {
+		Code    int
+		Message string
+		Data    struct{ Source, Reason string }
+	} `json:"error"`
+}
+
 // sseReader reads the data fields of an SSE response, one event at a time.
 type sseReader struct{ sc *bufio.Scanner }
 
@@ -219,13 +229,7 @@ func TestChildCrashFailsTheCall(t *testing.T) {
 	exe, _ := os.Executable()
 	g := startGateway(t, []string{childEnv + "=crash-on-call", "GATEWAY_RESTART_DELAY_MIN=10ms"}, "--", exe)
 	g.waitReady()
-	var resp struct {
-		ID    json.RawMessage `json:"id"`
-		Error struct {
-			Code    int
-			Message string
-		} `json:"error"`
-	}
+	var resp rpcError
 	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}`, &resp)
 	if httpResp.StatusCode != 503 || resp.Error.Code != -32000 || !strings.Contains(resp.Error.Message, "exited") || string(resp.ID) != "7" {
 		t.Errorf("status %d, answer %+v; want 503 and a child-exited error for id 7", httpResp.StatusCode, resp)
@@ -322,14 +326,7 @@ func TestDemoEras(t *testing.T) {
 func TestIdleTimeout(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, []string{"GATEWAY_CALL_IDLE_TIMEOUT=300ms"})
-	var resp struct {
-		ID    json.RawMessage `json:"id"`
-		Error struct {
-			Code    int
-			Message string
-			Data    struct{ Source, Reason string }
-		} `json:"error"`
-	}
+	var resp rpcError
 	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":"quiet","method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":60000,"interval_ms":30000}}}`, &resp)
 	if httpResp.StatusCode != 504 || resp.Error.Code != -32001 || resp.Error.Data.Source != "gateway" || !strings.Contains(resp.Error.Message, "300ms") {
 		t.Errorf("status %d, answer %+v; want 504 and a gateway timeout error", httpResp.StatusCode, resp)
@@ -345,13 +342,7 @@ func TestIdleTimeout(t *testing.T) {
 func TestAnswerOverTheLimit(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, []string{"GATEWAY_MAX_MESSAGE_BYTES=1000000"})
-	var resp struct {
-		ID    json.RawMessage `json:"id"`
-		Error struct {
-			Code    int
-			Message string
-		} `json:"error"`
-	}
+	var resp rpcError
 	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"big","arguments":{"bytes":3000000}}}`, &resp)
 	if httpResp.StatusCode != 502 || resp.Error.Code != -32004 || !strings.Contains(resp.Error.Message, "1000000") || string(resp.ID) != `"big"` {
 		t.Errorf("status %d, answer %+v; want 502 and a too-large error naming the limit", httpResp.StatusCode, resp)
