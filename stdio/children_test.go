@@ -115,7 +115,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	// A child nobody runs any more is dead weight; say so on a full run.
-	if code == 0 && testing.Short() == false && !strings.Contains(strings.Join(os.Args, " "), "-test.run") {
+	if code == 0 && !testing.Short() && !strings.Contains(strings.Join(os.Args, " "), "-test.run") {
 		for name := range children {
 			if !used[name] && name != "sleep" {
 				fmt.Fprintf(os.Stderr, "fake child %q is never used\n", name)
