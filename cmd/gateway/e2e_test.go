@@ -310,12 +310,18 @@ func TestDemoEras(t *testing.T) {
 			if len(lines) != 2 {
 				t.Fatalf("demo wrote %q", out)
 			}
-			for i, ok := range []bool{want.discover, want.initialize} {
-				var m struct{ Result, Error json.RawMessage }
-				json.Unmarshal(lines[i], &m)
-				if (m.Result != nil) != ok {
-					t.Errorf("request %d answered %s", i+1, lines[i])
+			// Requests are served concurrently: match answers by id.
+			answered := map[string]bool{}
+			for _, line := range lines {
+				var m struct {
+					ID            json.RawMessage
+					Result, Error json.RawMessage
 				}
+				json.Unmarshal(line, &m)
+				answered[string(m.ID)] = m.Result != nil
+			}
+			if answered["1"] != want.discover || answered["2"] != want.initialize {
+				t.Errorf("discover answered %v, initialize answered %v; want %v, %v\n%s", answered["1"], answered["2"], want.discover, want.initialize, out)
 			}
 		})
 	}

@@ -1,24 +1,27 @@
 // Package demo is a small stdio MCP server: the gateway's default child and
-// its test fixture. It uses encoding/json and none of the gateway's own
-// packages, so that tests through it check the gateway rather than agree
-// with it.
+// its test fixture. It implements the conformance suite's fixture surface
+// in either protocol era. It uses encoding/json and none of the gateway's
+// own packages, so that tests through it check the gateway rather than
+// agree with it.
 package demo
 
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
 
 // Version is reported as serverInfo.version.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 const (
 	modernVersion = "2026-07-28"
@@ -49,11 +52,29 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		out:      out,
 		errOut:   errOut,
 		inflight: map[string]context.CancelFunc{},
+		asked:    map[string]chan message{},
+		listens:  map[string]listen{},
+		subs:     map[string]bool{},
 		changed:  make(chan struct{}),
 	}
+	if _, err := rand.Read(s.key[:]); err != nil {
+		return fmt.Errorf("demo: state key: %w", err)
+	}
 	err := s.serve(ctx, in)
+	// stdin is closed: requests already being served get a moment to answer
+	// (a pipeline that writes requests and closes still gets its answers),
+	// then the rest are cancelled so the process exits promptly.
+	finished := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-time.After(time.Second):
+	}
 	cancel()
-	s.wg.Wait()
+	<-finished
 	return err
 }
 
@@ -62,12 +83,21 @@ type server struct {
 	out    io.Writer
 	errOut io.Writer
 	wg     sync.WaitGroup
+	key    [32]byte // signs requestState
 
 	wmu sync.Mutex // one message per Write, never interleaved
 
 	mu            sync.Mutex
 	initialized   bool
-	inflight      map[string]context.CancelFunc // by raw request id
+	clientCaps    map[string]json.RawMessage // from initialize (legacy)
+	logLevel      string                     // from logging/setLevel (legacy)
+	inflight      map[string]context.CancelFunc
+	asked         map[string]chan message // the demo's own requests to the client, by id
+	nextAsk       int
+	listens       map[string]listen // open subscriptions/listen requests, by raw id
+	subs          map[string]bool   // resources/subscribe'd URIs (legacy)
+	toolAdded     bool              // test_trigger_tool_change toggles a tool
+	promptAdded   bool              // test_trigger_prompt_change toggles a prompt
 	requests      []seenRequest
 	cancellations []seenCancel
 	changed       chan struct{} // closed and replaced when history grows
@@ -95,6 +125,55 @@ type message struct {
 	Error   json.RawMessage `json:"error,omitempty"`
 }
 
+// request is one request with what the demo needs to know about its era.
+type request struct {
+	id       json.RawMessage
+	method   string
+	params   json.RawMessage
+	modern   bool                       // served under 2026-07-28 rules
+	caps     map[string]json.RawMessage // the client's capabilities
+	logLevel string                     // "" means no logs for this request
+	progress json.RawMessage            // the progress token, if any
+}
+
+const (
+	metaVersion  = "io.modelcontextprotocol/protocolVersion"
+	metaCaps     = "io.modelcontextprotocol/clientCapabilities"
+	metaLogLevel = "io.modelcontextprotocol/logLevel"
+	metaSubID    = "io.modelcontextprotocol/subscriptionId"
+	metaServer   = "io.modelcontextprotocol/serverInfo"
+)
+
+// newRequest decides the request's era: a modern server serves everything
+// as 2026-07-28; a dual one serves requests with modern _meta that way.
+func (s *server) newRequest(m *message) *request {
+	r := &request{id: m.ID, method: m.Method, params: m.Params}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	_, hasVersion := p.Meta[metaVersion]
+	r.modern = s.era == "modern" || (s.era == "dual" && hasVersion)
+	r.progress = p.Meta["progressToken"]
+	if r.modern {
+		_ = json.Unmarshal(p.Meta[metaCaps], &r.caps)
+		_ = json.Unmarshal(p.Meta[metaLogLevel], &r.logLevel)
+		return r
+	}
+	s.mu.Lock()
+	r.caps, r.logLevel = s.clientCaps, s.logLevel
+	s.mu.Unlock()
+	if r.logLevel == "" {
+		r.logLevel = "info" // a legacy server may log until told otherwise
+	}
+	return r
+}
+
+func (r *request) has(capability string) bool {
+	_, ok := r.caps[capability]
+	return ok
+}
+
 func (s *server) serve(ctx context.Context, in io.Reader) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
@@ -108,7 +187,7 @@ func (s *server) serve(ctx context.Context, in io.Reader) error {
 		}
 		var m message
 		if err := json.Unmarshal(line, &m); err != nil {
-			s.send(errorResponse(nil, -32700, "parse error: "+err.Error()))
+			s.send(errorResponse(nil, -32700, "parse error: "+err.Error(), nil))
 			continue
 		}
 		s.handle(ctx, &m)
@@ -120,78 +199,205 @@ func (s *server) serve(ctx context.Context, in io.Reader) error {
 }
 
 func (s *server) handle(ctx context.Context, m *message) {
-	if m.ID == nil {
+	switch {
+	case m.Method == "" && m.ID != nil:
+		s.answered(m)
+	case m.ID == nil:
 		s.notification(m)
-		return
-	}
-	if m.Method == "" {
-		return // a response to a request the demo never sends
-	}
-	s.record(m)
-	switch m.Method {
-	case "initialize":
-		s.initialize(m)
-	case "server/discover":
-		if s.era == "legacy" {
-			s.send(errorResponse(m.ID, -32601, "method not found: server/discover (this server speaks the initialize handshake)"))
-			return
-		}
-		s.send(result(m.ID, map[string]any{
-			"resultType":        "complete",
-			"supportedVersions": []string{modernVersion},
-			"capabilities":      capabilities(),
-			"instructions":      instructions,
-			"ttlMs":             0,
-			"cacheScope":        "public",
-			"_meta":             map[string]any{"io.modelcontextprotocol/serverInfo": serverInfo()},
-		}))
-	case "ping":
-		s.send(result(m.ID, map[string]any{}))
-	case "tools/list":
-		if !s.ready(m) {
-			return
-		}
-		s.send(result(m.ID, map[string]any{"tools": toolList()}))
-	case "tools/call":
-		if !s.ready(m) {
-			return
-		}
-		s.startCall(ctx, m)
 	default:
-		s.send(errorResponse(m.ID, -32601, "method not found: "+m.Method))
+		s.record(m)
+		s.request(ctx, s.newRequest(m))
 	}
 }
 
-// ready refuses requests a legacy-only server gets before initialize.
-func (s *server) ready(m *message) bool {
-	s.mu.Lock()
-	ok := s.initialized || s.era != "legacy"
-	s.mu.Unlock()
+// handler serves one method; a nil result with a nil error means the
+// handler answers by itself (later, or not at all).
+type handler func(ctx context.Context, r *request) (any, *rpcError)
+
+func (s *server) request(ctx context.Context, r *request) {
+	h, ok := s.handlers(r)[r.method]
 	if !ok {
-		s.send(errorResponse(m.ID, -32600, "server not initialized"))
-	}
-	return ok
-}
-
-func (s *server) initialize(m *message) {
-	if s.era == "modern" {
-		s.send(errorResponse(m.ID, -32601, "method not found: initialize (this server speaks "+modernVersion+" only)"))
+		s.send(errorResponse(r.id, -32601, "method not found: "+r.method, nil))
 		return
 	}
-	var p struct {
-		ProtocolVersion string `json:"protocolVersion"`
+	if !r.modern && s.era == "legacy" && !s.isInitialized() && r.method != "initialize" && r.method != "ping" {
+		s.send(errorResponse(r.id, -32600, "server not initialized", nil))
+		return
 	}
-	_ = json.Unmarshal(m.Params, &p)
+	// Every request runs on its own goroutine: a slow tool, or one waiting
+	// for the client's answer, never holds up the others.
+	ctx, cancel := context.WithCancel(ctx)
+	key := string(r.id)
+	s.mu.Lock()
+	s.inflight[key] = cancel
+	s.mu.Unlock()
+	s.wg.Go(func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.inflight, key)
+			s.mu.Unlock()
+			cancel()
+		}()
+		res, rerr := h(ctx, r)
+		if ctx.Err() != nil {
+			return // cancelled: the spec says to send nothing more for it
+		}
+		switch {
+		case rerr != nil:
+			s.send(errorResponse(r.id, rerr.Code, rerr.Message, rerr.Data))
+		case res != nil:
+			s.send(s.result(r, res))
+		}
+	})
+}
+
+// handlers is the method table for the request's era.
+func (s *server) handlers(r *request) map[string]handler {
+	common := map[string]handler{
+		"tools/list":               s.toolsList,
+		"tools/call":               s.toolsCall,
+		"resources/list":           s.resourcesList,
+		"resources/templates/list": s.templatesList,
+		"resources/read":           s.resourcesRead,
+		"prompts/list":             s.promptsList,
+		"prompts/get":              s.promptsGet,
+		"completion/complete":      s.complete,
+	}
+	if r.modern {
+		common["server/discover"] = s.discover
+		common["subscriptions/listen"] = s.listen
+		return common
+	}
+	common["initialize"] = s.initialize
+	common["ping"] = func(context.Context, *request) (any, *rpcError) { return map[string]any{}, nil }
+	common["logging/setLevel"] = s.setLevel
+	common["resources/subscribe"] = s.subscribe
+	common["resources/unsubscribe"] = s.unsubscribe
+	if s.era == "dual" {
+		common["server/discover"] = s.discover
+	}
+	return common
+}
+
+func (s *server) isInitialized() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initialized
+}
+
+// result wraps a handler's result: modern results carry resultType, and
+// the cacheable ones carry caching hints.
+func (s *server) result(r *request, res any) message {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return errorResponse(r.id, -32603, "encode result: "+err.Error(), nil)
+	}
+	if r.modern {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(b, &obj) == nil {
+			if _, ok := obj["resultType"]; !ok {
+				obj["resultType"] = json.RawMessage(`"complete"`)
+			}
+			switch r.method {
+			case "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read":
+				if string(obj["resultType"]) == `"complete"` {
+					obj["ttlMs"] = json.RawMessage("0")
+					obj["cacheScope"] = json.RawMessage(`"public"`)
+				}
+			}
+			b, _ = json.Marshal(obj)
+		}
+	}
+	return message{JSONRPC: "2.0", ID: r.id, Result: b}
+}
+
+type rpcError struct {
+	Code    int
+	Message string
+	Data    any
+}
+
+func invalidParams(msg string, data any) *rpcError {
+	return &rpcError{Code: -32602, Message: msg, Data: data}
+}
+
+func (s *server) initialize(_ context.Context, r *request) (any, *rpcError) {
+	var p struct {
+		ProtocolVersion string                     `json:"protocolVersion"`
+		Capabilities    map[string]json.RawMessage `json:"capabilities"`
+	}
+	_ = json.Unmarshal(r.params, &p)
 	version := legacyVersions[0]
 	if slices.Contains(legacyVersions, p.ProtocolVersion) {
 		version = p.ProtocolVersion
 	}
-	s.send(result(m.ID, map[string]any{
+	s.mu.Lock()
+	s.clientCaps = p.Capabilities
+	s.mu.Unlock()
+	return map[string]any{
 		"protocolVersion": version,
-		"capabilities":    capabilities(),
+		"capabilities":    s.capabilities(false),
 		"serverInfo":      serverInfo(),
 		"instructions":    instructions,
-	}))
+	}, nil
+}
+
+func (s *server) discover(_ context.Context, r *request) (any, *rpcError) {
+	return map[string]any{
+		"supportedVersions": []string{modernVersion},
+		"capabilities":      s.capabilities(true),
+		"instructions":      instructions,
+		"_meta":             map[string]any{metaServer: serverInfo()},
+	}, nil
+}
+
+func (s *server) capabilities(modern bool) map[string]any {
+	c := map[string]any{
+		"tools":       map[string]any{"listChanged": true},
+		"prompts":     map[string]any{"listChanged": true},
+		"resources":   map[string]any{"subscribe": true, "listChanged": true},
+		"completions": map[string]any{},
+	}
+	if !modern {
+		c["logging"] = map[string]any{}
+	}
+	return c
+}
+
+func (s *server) setLevel(_ context.Context, r *request) (any, *rpcError) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	if json.Unmarshal(r.params, &p) != nil || logRank(p.Level) < 0 {
+		return nil, invalidParams("level must be one of debug, info, notice, warning, error, critical, alert, emergency", nil)
+	}
+	s.mu.Lock()
+	s.logLevel = p.Level
+	s.mu.Unlock()
+	return map[string]any{}, nil
+}
+
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+func logRank(level string) int { return slices.Index(logLevels, level) }
+
+// log sends a notifications/message if the request's log level lets it
+// through; a modern request without a level gets none.
+func (s *server) log(r *request, level, text string) {
+	if r.logLevel == "" || logRank(level) < logRank(r.logLevel) {
+		return
+	}
+	params, _ := json.Marshal(map[string]any{"level": level, "logger": "demo", "data": text})
+	s.send(message{JSONRPC: "2.0", Method: "notifications/message", Params: params})
+}
+
+// progress sends a progress notification if the request asked for them.
+func (s *server) progress(r *request, done, total int, msg string) {
+	if r.progress == nil {
+		return
+	}
+	params, _ := json.Marshal(map[string]any{"progressToken": r.progress, "progress": done, "total": total, "message": msg})
+	s.send(message{JSONRPC: "2.0", Method: "notifications/progress", Params: params})
 }
 
 func (s *server) notification(m *message) {
@@ -209,6 +415,7 @@ func (s *server) notification(m *message) {
 		s.mu.Lock()
 		stop, running := s.inflight[string(p.RequestID)]
 		s.cancellations = appendBounded(s.cancellations, seenCancel{p.RequestID, p.Reason, running})
+		delete(s.listens, string(p.RequestID))
 		s.wakeLocked()
 		s.mu.Unlock()
 		if running {
@@ -216,6 +423,48 @@ func (s *server) notification(m *message) {
 		}
 		fmt.Fprintf(s.errOut, "demo: cancelled request %s (reason: %q, running: %v)\n", p.RequestID, p.Reason, running)
 	}
+}
+
+// ask sends a request to the client and waits for its answer: the legacy
+// way for a tool to ask for sampling, elicitation or roots.
+func (s *server) ask(ctx context.Context, method string, params any) (json.RawMessage, *rpcError) {
+	s.mu.Lock()
+	s.nextAsk++
+	id := json.RawMessage(strconv.Quote("demo-" + strconv.Itoa(s.nextAsk)))
+	reply := make(chan message, 1)
+	s.asked[string(id)] = reply
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.asked, string(id))
+		s.mu.Unlock()
+	}()
+	p, _ := json.Marshal(params)
+	s.send(message{JSONRPC: "2.0", ID: id, Method: method, Params: p})
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	select {
+	case m := <-reply:
+		if m.Error != nil {
+			return nil, &rpcError{Code: -32603, Message: fmt.Sprintf("the client refused %s: %s", method, m.Error)}
+		}
+		return m.Result, nil
+	case <-t.C:
+		return nil, &rpcError{Code: -32603, Message: "the client did not answer " + method + " within a minute"}
+	case <-ctx.Done():
+		return nil, &rpcError{Code: -32603, Message: "cancelled"}
+	}
+}
+
+func (s *server) answered(m *message) {
+	s.mu.Lock()
+	reply, ok := s.asked[string(m.ID)]
+	s.mu.Unlock()
+	if ok {
+		reply <- *m
+		return
+	}
+	fmt.Fprintf(s.errOut, "demo: an answer to %s, which it never asked\n", m.ID)
 }
 
 func (s *server) record(m *message) {
@@ -244,8 +493,9 @@ func appendBounded[T any](list []T, v T) []T {
 }
 
 // send writes one message as one line.
-func (s *server) send(v any) {
-	b, err := json.Marshal(v)
+func (s *server) send(m message) {
+	m.JSONRPC = "2.0"
+	b, err := json.Marshal(m)
 	if err != nil {
 		fmt.Fprintf(s.errOut, "demo: cannot encode a message: %v\n", err)
 		return
@@ -258,28 +508,23 @@ func (s *server) send(v any) {
 	}
 }
 
-func result(id json.RawMessage, v any) message {
-	b, _ := json.Marshal(v)
-	return message{JSONRPC: "2.0", ID: id, Result: b}
-}
-
-func errorResponse(id json.RawMessage, code int, msg string) message {
+func errorResponse(id json.RawMessage, code int, msg string, data any) message {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	b, _ := json.Marshal(map[string]any{"code": code, "message": msg})
-	return message{JSONRPC: "2.0", ID: id, Error: b}
+	e := map[string]any{"code": code, "message": msg}
+	if data != nil {
+		e["data"] = data
+	}
+	b, _ := json.Marshal(e)
+	return message{ID: id, Error: b}
 }
 
 func serverInfo() map[string]string {
 	return map[string]string{"name": "gateway-demo", "version": Version}
 }
 
-func capabilities() map[string]any {
-	return map[string]any{"tools": map[string]any{}}
-}
-
-const instructions = "A demo server: echo text back, run a slow task with progress, return a large result, or list what it received."
+const instructions = "A demo server: echo text back, run a slow task with progress, return a large result, list what it received, and the MCP conformance fixtures (test_*)."
 
 // sleepCtx waits d or until ctx ends, reporting whether the time passed.
 func sleepCtx(ctx context.Context, d time.Duration) bool {

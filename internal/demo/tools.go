@@ -10,135 +10,157 @@ import (
 
 const maxBigBytes = 128 << 20
 
-func toolList() []map[string]any {
-	obj := func(props map[string]any, required ...string) map[string]any {
-		s := map[string]any{"type": "object", "properties": props}
-		if len(required) > 0 {
-			s["required"] = required
-		}
-		return s
-	}
-	integer := func(desc string) map[string]any { return map[string]any{"type": "integer", "description": desc} }
-	return []map[string]any{
-		{"name": "echo", "description": "Returns its text.", "inputSchema": obj(map[string]any{
-			"text": map[string]any{"type": "string", "description": "what to echo"},
-		}, "text")},
-		{"name": "slow", "description": "Works for duration_ms, sending progress every interval_ms when asked for it; stops at once when cancelled.", "inputSchema": obj(map[string]any{
-			"duration_ms": integer("how long to work (default 2000)"),
-			"interval_ms": integer("how often to report progress (default 100)"),
-		})},
-		{"name": "big", "description": "Returns a text result of the given size in bytes.", "inputSchema": obj(map[string]any{
-			"bytes": integer(fmt.Sprintf("size of the text (at most %d)", maxBigBytes)),
-		}, "bytes")},
-		{"name": "received", "description": "Lists the requests and cancellations this server has received. With wait_cancelled it first waits (at most timeout_ms, default 10000) until that many cancellations have arrived.", "inputSchema": obj(map[string]any{
-			"wait_cancelled": integer("cancellations to wait for"),
-			"timeout_ms":     integer("the most to wait"),
-		})},
-	}
+// tool is one tool the demo offers. eras limits it to "legacy" or "modern"
+// requests; empty means both.
+type tool struct {
+	name, description string
+	schema            map[string]any
+	eras              string
+	run               func(ctx context.Context, r *request, args json.RawMessage) (any, *rpcError)
 }
 
-type callParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	Meta      struct {
-		ProgressToken json.RawMessage `json:"progressToken"`
-	} `json:"_meta"`
+func object(props map[string]any, required ...string) map[string]any {
+	s := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	return s
 }
 
-// startCall runs a tool on its own goroutine so that a slow tool never
-// holds up other requests, and registers it for cancellation.
-func (s *server) startCall(ctx context.Context, m *message) {
-	var p callParams
-	if err := json.Unmarshal(m.Params, &p); err != nil {
-		s.send(errorResponse(m.ID, -32602, "invalid params: "+err.Error()))
-		return
+func integer(desc string) map[string]any { return map[string]any{"type": "integer", "description": desc} }
+func str(desc string) map[string]any     { return map[string]any{"type": "string", "description": desc} }
+
+// tools is the tool table, in the order tools/list reports it.
+func (s *server) tools() []tool {
+	noArgs := object(map[string]any{})
+	ts := []tool{
+		{name: "echo", description: "Returns its text.", schema: object(map[string]any{"text": str("what to echo")}, "text"), run: s.echo},
+		{name: "slow", description: "Works for duration_ms, sending progress every interval_ms when asked for it; stops at once when cancelled.",
+			schema: object(map[string]any{"duration_ms": integer("how long to work (default 2000)"), "interval_ms": integer("how often to report progress (default 100)")}), run: s.slow},
+		{name: "big", description: "Returns a text result of the given size in bytes.",
+			schema: object(map[string]any{"bytes": integer(fmt.Sprintf("size of the text (at most %d)", maxBigBytes))}, "bytes"), run: s.big},
+		{name: "received", description: "Lists the requests and cancellations this server has received. With wait_cancelled it first waits (at most timeout_ms, default 10000) until that many cancellations have arrived.",
+			schema: object(map[string]any{"wait_cancelled": integer("cancellations to wait for"), "timeout_ms": integer("the most to wait")}), run: s.received},
+
+		// The conformance suite's fixtures.
+		{name: "test_simple_text", description: "Returns simple text.", schema: noArgs, run: constant(text("This is a simple text response for testing."))},
+		{name: "test_image_content", description: "Returns an image.", schema: noArgs, run: constant(content(imageContent()))},
+		{name: "test_audio_content", description: "Returns audio.", schema: noArgs, run: constant(content(audioContent()))},
+		{name: "test_embedded_resource", description: "Returns an embedded resource.", schema: noArgs, run: constant(content(map[string]any{
+			"type": "resource", "resource": map[string]any{"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}}))},
+		{name: "test_multiple_content_types", description: "Returns text, an image and a resource.", schema: noArgs, run: constant(content(
+			map[string]any{"type": "text", "text": "Multiple content types test:"},
+			imageContent(),
+			map[string]any{"type": "resource", "resource": map[string]any{"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": `{"test":"data","value":123}`}},
+		))},
+		{name: "test_tool_with_logging", description: "Logs three messages while it runs.", schema: noArgs, run: s.withLogging},
+		{name: "test_logging_tool", description: "Logs three messages while it runs (only at a requested log level).", schema: noArgs, run: s.withLogging},
+		{name: "test_tool_with_progress", description: "Reports progress 0, 50 and 100 of 100.", schema: noArgs, run: s.withProgress},
+		{name: "test_error_handling", description: "Always fails.", schema: noArgs, run: constant(map[string]any{
+			"isError": true, "content": []map[string]any{{"type": "text", "text": "This tool intentionally returns an error for testing"}}})},
+		{name: "test_sampling", description: "Asks the client to sample an LLM.", schema: object(map[string]any{"prompt": str("the prompt to send")}, "prompt"), run: s.sampling},
+		{name: "test_elicitation", description: "Asks the user for input.", schema: object(map[string]any{"message": str("the message to show")}, "message"), run: s.elicitation},
+		{name: "test_elicitation_sep1034_defaults", description: "Asks for input with defaults for every primitive type.", schema: noArgs, run: s.elicitDefaults},
+		{name: "test_elicitation_sep1330_enums", description: "Asks for input with every enum form.", schema: noArgs, run: s.elicitEnums},
+		{name: "test_missing_capability", description: "Needs the sampling capability; refuses a client that did not declare it.", schema: noArgs, run: s.missingCapability},
+		{name: "test_streaming_elicitation", description: "Asks for input while it runs.", schema: noArgs, run: s.streamingElicitation},
+		{name: "test_trigger_tool_change", description: "Adds or removes test_dynamic_tool and announces the change.", schema: noArgs, run: s.triggerToolChange},
+		{name: "test_trigger_prompt_change", description: "Adds or removes test_dynamic_prompt and announces the change.", schema: noArgs, run: s.triggerPromptChange},
+		{name: "test_trigger_resource_update", description: "Announces that a resource changed.", schema: object(map[string]any{"uri": str("the resource (default test://watched-resource)")}), run: s.triggerResourceUpdate},
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	key := string(m.ID)
+	ts = append(ts, s.mrtrTools()...)
 	s.mu.Lock()
-	s.inflight[key] = cancel
+	added := s.toolAdded
 	s.mu.Unlock()
-	s.wg.Go(func() {
-		defer func() {
-			s.mu.Lock()
-			delete(s.inflight, key)
-			s.mu.Unlock()
-			cancel()
-		}()
-		res, err := s.runTool(ctx, &p)
-		if ctx.Err() != nil {
-			return // cancelled: the spec says to send nothing more for it
+	if added {
+		ts = append(ts, tool{name: "test_dynamic_tool", description: "Appears and disappears with test_trigger_tool_change.", schema: noArgs, run: constant(text("dynamic"))})
+	}
+	return ts
+}
+
+func (s *server) toolsList(_ context.Context, r *request) (any, *rpcError) {
+	var list []map[string]any
+	for _, t := range s.tools() {
+		if t.eras != "" && (t.eras == "modern") != r.modern {
+			continue
 		}
-		if err != nil {
-			s.send(errorResponse(m.ID, -32602, err.Error()))
-			return
+		list = append(list, map[string]any{"name": t.name, "description": t.description, "inputSchema": t.schema})
+	}
+	return map[string]any{"tools": list}, nil
+}
+
+func (s *server) toolsCall(ctx context.Context, r *request) (any, *rpcError) {
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(r.params, &p); err != nil {
+		return nil, invalidParams("invalid params: "+err.Error(), nil)
+	}
+	for _, t := range s.tools() {
+		if t.name == p.Name && (t.eras == "" || (t.eras == "modern") == r.modern) {
+			return t.run(ctx, r, p.Arguments)
 		}
-		s.send(result(m.ID, res))
-	})
+	}
+	return nil, invalidParams(fmt.Sprintf("unknown tool %q", p.Name), nil)
+}
+
+func constant(v any) func(context.Context, *request, json.RawMessage) (any, *rpcError) {
+	return func(context.Context, *request, json.RawMessage) (any, *rpcError) { return v, nil }
 }
 
 func text(s string) map[string]any {
-	return map[string]any{"content": []map[string]any{{"type": "text", "text": s}}}
+	return content(map[string]any{"type": "text", "text": s})
 }
 
-func (s *server) runTool(ctx context.Context, p *callParams) (map[string]any, error) {
-	switch p.Name {
-	case "echo":
-		var a struct {
-			Text string `json:"text"`
-		}
-		_ = json.Unmarshal(p.Arguments, &a)
-		return text(a.Text), nil
-	case "slow":
-		return s.slow(ctx, p)
-	case "big":
-		var a struct {
-			Bytes int `json:"bytes"`
-		}
-		_ = json.Unmarshal(p.Arguments, &a)
-		if a.Bytes < 0 || a.Bytes > maxBigBytes {
-			return nil, fmt.Errorf("bytes must be between 0 and %d", maxBigBytes)
-		}
-		return text(strings.Repeat("x", a.Bytes)), nil
-	case "received":
-		return s.received(ctx, p)
+func content(items ...map[string]any) map[string]any {
+	return map[string]any{"content": items}
+}
+
+func (s *server) echo(_ context.Context, _ *request, args json.RawMessage) (any, *rpcError) {
+	var a struct {
+		Text string `json:"text"`
 	}
-	return nil, fmt.Errorf("unknown tool %q", p.Name)
+	_ = json.Unmarshal(args, &a)
+	return text(a.Text), nil
 }
 
-func (s *server) slow(ctx context.Context, p *callParams) (map[string]any, error) {
+func (s *server) big(_ context.Context, _ *request, args json.RawMessage) (any, *rpcError) {
+	var a struct {
+		Bytes int `json:"bytes"`
+	}
+	_ = json.Unmarshal(args, &a)
+	if a.Bytes < 0 || a.Bytes > maxBigBytes {
+		return nil, invalidParams(fmt.Sprintf("bytes must be between 0 and %d", maxBigBytes), nil)
+	}
+	return text(strings.Repeat("x", a.Bytes)), nil
+}
+
+func (s *server) slow(ctx context.Context, r *request, args json.RawMessage) (any, *rpcError) {
 	a := struct {
 		DurationMS int `json:"duration_ms"`
 		IntervalMS int `json:"interval_ms"`
 	}{2000, 100}
-	_ = json.Unmarshal(p.Arguments, &a)
+	_ = json.Unmarshal(args, &a)
 	if a.IntervalMS <= 0 || a.DurationMS < 0 {
-		return nil, fmt.Errorf("interval_ms must be positive and duration_ms not negative")
+		return nil, invalidParams("interval_ms must be positive and duration_ms not negative", nil)
 	}
 	steps := max(1, a.DurationMS/a.IntervalMS)
 	for i := 1; i <= steps; i++ {
 		if !sleepCtx(ctx, time.Duration(a.IntervalMS)*time.Millisecond) {
-			return nil, ctx.Err()
+			return nil, nil
 		}
-		if p.Meta.ProgressToken != nil {
-			params, _ := json.Marshal(map[string]any{
-				"progressToken": p.Meta.ProgressToken,
-				"progress":      i,
-				"total":         steps,
-				"message":       fmt.Sprintf("step %d of %d", i, steps),
-			})
-			s.send(message{JSONRPC: "2.0", Method: "notifications/progress", Params: params})
-		}
+		s.progress(r, i, steps, fmt.Sprintf("step %d of %d", i, steps))
 	}
 	return text(fmt.Sprintf("done after %d steps", steps)), nil
 }
 
-func (s *server) received(ctx context.Context, p *callParams) (map[string]any, error) {
+func (s *server) received(ctx context.Context, _ *request, args json.RawMessage) (any, *rpcError) {
 	a := struct {
 		WaitCancelled int `json:"wait_cancelled"`
 		TimeoutMS     int `json:"timeout_ms"`
 	}{0, 10000}
-	_ = json.Unmarshal(p.Arguments, &a)
+	_ = json.Unmarshal(args, &a)
 	deadline := time.NewTimer(time.Duration(a.TimeoutMS) * time.Millisecond)
 	defer deadline.Stop()
 	for {
@@ -158,7 +180,7 @@ func (s *server) received(ctx context.Context, p *callParams) (map[string]any, e
 			case <-deadline.C:
 				waited = true
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, nil
 			}
 		}
 		body, _ := json.Marshal(snapshot)
@@ -170,4 +192,57 @@ func (s *server) received(ctx context.Context, p *callParams) (map[string]any, e
 		}
 		return res, nil
 	}
+}
+
+func (s *server) withLogging(ctx context.Context, r *request, _ json.RawMessage) (any, *rpcError) {
+	for i, msg := range []string{"Tool execution started", "Tool processing data", "Tool execution completed"} {
+		if i > 0 && !sleepCtx(ctx, 50*time.Millisecond) {
+			return nil, nil
+		}
+		s.log(r, "info", msg)
+	}
+	return text("Logging tool completed"), nil
+}
+
+func (s *server) withProgress(ctx context.Context, r *request, _ json.RawMessage) (any, *rpcError) {
+	for i, p := range []int{0, 50, 100} {
+		if i > 0 && !sleepCtx(ctx, 50*time.Millisecond) {
+			return nil, nil
+		}
+		s.progress(r, p, 100, fmt.Sprintf("%d%%", p))
+	}
+	return text("Progress tool completed"), nil
+}
+
+func (s *server) missingCapability(_ context.Context, r *request, _ json.RawMessage) (any, *rpcError) {
+	if !r.has("sampling") {
+		return nil, &rpcError{Code: -32021, Message: "this tool needs the client's sampling capability",
+			Data: map[string]any{"requiredCapabilities": map[string]any{"sampling": map[string]any{}}}}
+	}
+	return text("The client declared sampling."), nil
+}
+
+func (s *server) triggerToolChange(_ context.Context, _ *request, _ json.RawMessage) (any, *rpcError) {
+	s.mu.Lock()
+	s.toolAdded = !s.toolAdded
+	s.mu.Unlock()
+	s.listChanged("notifications/tools/list_changed", "toolsListChanged")
+	return text("The tool list changed."), nil
+}
+
+func (s *server) triggerPromptChange(_ context.Context, _ *request, _ json.RawMessage) (any, *rpcError) {
+	s.mu.Lock()
+	s.promptAdded = !s.promptAdded
+	s.mu.Unlock()
+	s.listChanged("notifications/prompts/list_changed", "promptsListChanged")
+	return text("The prompt list changed."), nil
+}
+
+func (s *server) triggerResourceUpdate(_ context.Context, _ *request, args json.RawMessage) (any, *rpcError) {
+	a := struct {
+		URI string `json:"uri"`
+	}{"test://watched-resource"}
+	_ = json.Unmarshal(args, &a)
+	s.resourceUpdated(a.URI)
+	return text("Announced an update of " + a.URI), nil
 }
