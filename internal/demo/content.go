@@ -138,7 +138,9 @@ func (s *server) prompts() []prompt {
 	s.mu.Unlock()
 	if added {
 		ps = append(ps, prompt{name: "test_dynamic_prompt", description: "Appears and disappears with test_trigger_prompt_change",
-			get: func(context.Context, *request, map[string]string) (any, *rpcError) { return messages(userText("dynamic")), nil }})
+			get: func(context.Context, *request, map[string]string) (any, *rpcError) {
+				return messages(userText("dynamic")), nil
+			}})
 	}
 	return ps
 }

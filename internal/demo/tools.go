@@ -27,8 +27,10 @@ func object(props map[string]any, required ...string) map[string]any {
 	return s
 }
 
-func integer(desc string) map[string]any { return map[string]any{"type": "integer", "description": desc} }
-func str(desc string) map[string]any     { return map[string]any{"type": "string", "description": desc} }
+func integer(desc string) map[string]any {
+	return map[string]any{"type": "integer", "description": desc}
+}
+func str(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
 
 // tools is the tool table, in the order tools/list reports it.
 func (s *server) tools() []tool {
