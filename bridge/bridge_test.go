@@ -58,7 +58,7 @@ func TestConcurrentCallsWithCollidingIDs(t *testing.T) {
 			if i%3 == 0 {
 				clientID = `"x"`
 			}
-			c, err := w.b.Call(context.Background(), request(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"who":%d}}`, clientID, i)))
+			c, err := w.b.Call(context.Background(), request(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"who":%d}}`, clientID, i)), Caller{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -138,7 +138,7 @@ func TestCallerGoneBeforeWriteNeverReachesChild(t *testing.T) {
 	child := w.child()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)); !errors.Is(err, context.Canceled) {
+	if _, err := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call with a done ctx = %v, want context.Canceled", err)
 	}
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
@@ -162,7 +162,7 @@ func TestCancellationFollowsAWriteInFlight(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan *Call)
 		go func() {
-			c, _ := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`))
+			c, _ := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{})
 			done <- c
 		}()
 		synctest.Wait() // the write is blocked: the child is not reading yet

@@ -22,7 +22,8 @@ type Call struct {
 	clientID []byte // restored on the response, byte for byte
 	method   string
 	token    []byte // the caller's progress token; nil if it asked for none
-	internal bool   // the gateway's own (handshake); never cancelled toward the child
+	caller   Caller
+	internal bool // the gateway's own (handshake); never cancelled toward the child
 
 	box   mailbox
 	start time.Time
@@ -43,24 +44,31 @@ const (
 	notWritten                   // it never reached the child
 )
 
-// Call forwards a request to the child. It waits while a child is starting,
-// and fails at once (with a *jsonrpc.Error) when there is none. The returned
-// Call ends by itself when ctx ends, with the child told to cancel.
-func (b *Bridge) Call(ctx context.Context, req *jsonrpc.Message) (*Call, error) {
+// Call forwards a request to the child on behalf of caller. It waits while
+// a child is starting, and fails at once (with a *jsonrpc.Error) when there
+// is none. The returned Call ends by itself when ctx ends, with the child
+// told to cancel.
+func (b *Bridge) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) (*Call, error) {
 	if req.Kind != jsonrpc.KindRequest {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not a request"}
 	}
-	switch req.Method {
-	case "initialize":
-		return b.answerInitialize(ctx, req)
-	case "ping":
+	if req.Method == "ping" {
 		return answered(req, []byte("{}")), nil
 	}
 	s, err := b.readySession(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c := &Call{b: b, s: s, id: b.nextID.Add(1), clientID: req.ID, method: req.Method, start: time.Now()}
+	switch {
+	case req.Method == "initialize":
+		return s.answerInitialize(req)
+	case req.Method == "server/discover" && s.era == EraLegacy:
+		return s.answerDiscover(req)
+	}
+	if caller.LogLevel != "" {
+		s.ensureLogLevel(caller.LogLevel)
+	}
+	c := &Call{b: b, s: s, id: b.nextID.Add(1), clientID: req.ID, method: req.Method, caller: caller, start: time.Now()}
 	line, err := c.outgoing(req)
 	if err != nil {
 		return nil, err
@@ -252,7 +260,7 @@ func (c *Call) finish(resp []byte, err error) {
 // progress queues a progress notification (token already restored) and
 // restarts the idle timer: a call that reports progress is alive.
 func (c *Call) progress(note []byte) {
-	if !c.box.note(note) {
+	if !c.box.note(note, true) {
 		return
 	}
 	c.mu.Lock()
@@ -262,19 +270,34 @@ func (c *Call) progress(note []byte) {
 	}
 }
 
-// restore puts the caller's id back on a response from the child.
+// restore puts the caller's id back on a response from the child, and
+// translates it when the child's era is not the caller's.
 func (c *Call) restore(m *jsonrpc.Message) []byte {
 	if c.clientID == nil {
 		return m.Raw
 	}
-	return m.WithID(c.clientID)
+	idSpan, _ := m.IDSpan()
+	edits := []jsonrpc.Edit{{Span: idSpan, New: c.clientID}}
+	if c.caller.Modern && c.s.era == EraLegacy {
+		edits = append(edits, modernEdits(c.method, m)...)
+	}
+	return jsonrpc.Splice(m.Raw, edits...)
 }
 
 // ID is the id the child sees for this call.
 func (c *Call) ID() int64 { return c.id }
 
-// Streams reports whether the caller asked for progress.
-func (c *Call) Streams() bool { return c.token != nil }
+// Streams reports whether the caller asked for notifications (progress or
+// log messages) before the response.
+func (c *Call) Streams() bool { return c.token != nil || c.caller.LogLevel != "" }
+
+// ErrorCode is the code of the child's error response, once Take has
+// reported done with one; 0 otherwise.
+func (c *Call) ErrorCode() int {
+	c.box.mu.Lock()
+	defer c.box.mu.Unlock()
+	return c.box.code
+}
 
 // Wake is signalled whenever Take has something new.
 func (c *Call) Wake() <-chan struct{} { return c.box.wake }
@@ -309,13 +332,20 @@ func answered(req *jsonrpc.Message, result []byte) *Call {
 // mailbox hands a call's notifications and end from the reader to the owner
 // without ever blocking the reader.
 type mailbox struct {
-	mu    sync.Mutex
-	notes [][]byte
-	max   int
-	resp  []byte
-	err   error
-	done  bool
-	wake  chan struct{} // 1-buffered: a pending signal, never a queue
+	mu      sync.Mutex
+	notes   []note
+	max     int
+	dropped int // notes that found the mailbox full
+	code    int // the child's error code when resp is an error response
+	resp    []byte
+	err     error
+	done    bool
+	wake    chan struct{} // 1-buffered: a pending signal, never a queue
+}
+
+type note struct {
+	raw      []byte
+	progress bool // cumulative: a newer one makes it obsolete
 }
 
 func (m *mailbox) init(max int) {
@@ -331,18 +361,22 @@ func (m *mailbox) signal() {
 }
 
 // note queues a notification; it reports false once the call has ended.
-// Over the limit the newest replaces the last queued one: progress is
-// cumulative, so the latest value wins and the order is kept.
-func (m *mailbox) note(b []byte) bool {
+// Over the limit, a progress notification replaces a progress notification
+// queued last (progress is cumulative: the latest value wins, and the order
+// is kept); anything else that finds the mailbox full is dropped.
+func (m *mailbox) note(b []byte, progress bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.done {
 		return false
 	}
-	if len(m.notes) >= m.max {
-		m.notes[len(m.notes)-1] = b
-	} else {
-		m.notes = append(m.notes, b)
+	switch {
+	case len(m.notes) < m.max:
+		m.notes = append(m.notes, note{b, progress})
+	case progress && m.notes[len(m.notes)-1].progress:
+		m.notes[len(m.notes)-1] = note{b, progress}
+	default:
+		m.dropped++
 	}
 	m.signal()
 	return true
@@ -359,6 +393,14 @@ func (m *mailbox) finish(resp []byte, err error) bool {
 	return true
 }
 
+// setErrorCode records the code of the child's error response, before the
+// response itself is delivered.
+func (m *mailbox) setErrorCode(code int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.code = code
+}
+
 // peek reports the call's state without taking anything.
 func (m *mailbox) peek() (notes int, resp []byte, err error, done bool) {
 	m.mu.Lock()
@@ -369,7 +411,10 @@ func (m *mailbox) peek() (notes int, resp []byte, err error, done bool) {
 func (m *mailbox) take() ([][]byte, []byte, error, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	notes := m.notes
+	var notes [][]byte
+	for _, n := range m.notes {
+		notes = append(notes, n.raw)
+	}
 	m.notes = nil
 	if m.done {
 		// Keep signalling: a later Take must see the end again.

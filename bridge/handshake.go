@@ -82,7 +82,10 @@ func (s *session) initialize(ctx context.Context) error {
 	}
 	var res struct {
 		ProtocolVersion string `json:"protocolVersion"`
-		ServerInfo      struct {
+		Capabilities    struct {
+			Logging json.RawMessage `json:"logging"`
+		} `json:"capabilities"`
+		ServerInfo struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
 		} `json:"serverInfo"`
@@ -99,6 +102,7 @@ func (s *session) initialize(ctx context.Context) error {
 		return fmt.Errorf("send notifications/initialized: %w", err)
 	}
 	s.initResult = append([]byte(nil), resp.Result...)
+	s.logs = res.Capabilities.Logging != nil
 	s.log.Info("child ready", "era", EraLegacy, "protocol_version", res.ProtocolVersion,
 		"server", res.ServerInfo.Name, "server_version", res.ServerInfo.Version)
 	return nil
@@ -145,11 +149,7 @@ func errorCode(errObj []byte) (int, bool) {
 // answerInitialize answers a legacy client's initialize from what the
 // gateway learned of the child: the child is shared and already initialized,
 // so the request is never forwarded.
-func (b *Bridge) answerInitialize(ctx context.Context, req *jsonrpc.Message) (*Call, error) {
-	s, err := b.readySession(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (s *session) answerInitialize(req *jsonrpc.Message) (*Call, error) {
 	var p struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
@@ -165,22 +165,60 @@ func (b *Bridge) answerInitialize(ctx context.Context, req *jsonrpc.Message) (*C
 		}
 	} else {
 		// A modern child: the same facts come from its DiscoverResult.
-		var d struct {
-			Capabilities json.RawMessage            `json:"capabilities"`
-			Instructions json.RawMessage            `json:"instructions"`
-			Meta         map[string]json.RawMessage `json:"_meta"`
-		}
-		_ = json.Unmarshal(s.discoverResult, &d)
+		d := s.discovered()
 		result["capabilities"] = orEmpty(d.Capabilities)
 		if d.Instructions != nil {
 			result["instructions"] = d.Instructions
 		}
-		result["serverInfo"] = d.Meta["io.modelcontextprotocol/serverInfo"]
+		result["serverInfo"] = d.Meta[metaServerInfo]
 		if result["serverInfo"] == nil {
-			result["serverInfo"], _ = json.Marshal(b.clientInfo())
+			result["serverInfo"], _ = json.Marshal(s.b.clientInfo())
 		}
 	}
 	result["protocolVersion"], _ = json.Marshal(version)
+	out, err := json.Marshal(result)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	return answered(req, out), nil
+}
+
+type discoverFacts struct {
+	Capabilities json.RawMessage            `json:"capabilities"`
+	Instructions json.RawMessage            `json:"instructions"`
+	Meta         map[string]json.RawMessage `json:"_meta"`
+}
+
+func (s *session) discovered() discoverFacts {
+	var d discoverFacts
+	_ = json.Unmarshal(s.discoverResult, &d)
+	return d
+}
+
+// answerDiscover answers server/discover for a legacy child, from its
+// InitializeResult: a modern client gets the same facts in the 2026-07-28
+// shape. The caching hint is "do not cache", as for every translated result.
+func (s *session) answerDiscover(req *jsonrpc.Message) (*Call, error) {
+	var init struct {
+		Capabilities json.RawMessage `json:"capabilities"`
+		Instructions json.RawMessage `json:"instructions"`
+		ServerInfo   json.RawMessage `json:"serverInfo"`
+	}
+	_ = json.Unmarshal(s.initResult, &init)
+	result := map[string]json.RawMessage{
+		"resultType":        json.RawMessage(`"complete"`),
+		"supportedVersions": json.RawMessage(`["` + ModernVersion + `"]`),
+		"capabilities":      orEmpty(init.Capabilities),
+		"ttlMs":             json.RawMessage("0"),
+		"cacheScope":        json.RawMessage(`"private"`),
+	}
+	if init.Instructions != nil {
+		result["instructions"] = init.Instructions
+	}
+	if init.ServerInfo != nil {
+		meta, _ := json.Marshal(map[string]json.RawMessage{metaServerInfo: init.ServerInfo})
+		result["_meta"] = meta
+	}
 	out, err := json.Marshal(result)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
@@ -193,4 +231,50 @@ func orEmpty(b json.RawMessage) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return b
+}
+
+// ensureLogLevel makes a legacy child log at least as verbosely as level.
+// Its level is session-wide, so the gateway keeps it at the most verbose
+// level any client has asked for and filters per call (see routeLog). The
+// request is written before the caller's, so a child that serves requests
+// in order applies it first; the answer is not waited for, so the caller
+// never waits on it. A failure costs log messages, not calls.
+func (s *session) ensureLogLevel(level string) {
+	if s.era != EraLegacy || !s.logs || logRank(level) < 0 {
+		return
+	}
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	if s.childLogLevel != "" && logRank(level) >= logRank(s.childLogLevel) {
+		return
+	}
+	params, _ := json.Marshal(map[string]string{"level": level})
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.CancelTimeout)
+	c := &Call{b: s.b, s: s, id: s.b.nextID.Add(1), method: "logging/setLevel", internal: true, start: time.Now()}
+	if err := c.send(ctx, jsonrpc.NewRequest(c.id, c.method, params), false); err != nil {
+		cancel()
+		s.log.Warn("could not set the child's log level", "level", level, "err", err)
+		return
+	}
+	previous := s.childLogLevel
+	s.childLogLevel = level
+	s.b.spawn(func() {
+		defer cancel()
+		raw, err := c.Wait()
+		var refused []byte
+		if err == nil {
+			if m, perr := jsonrpc.Parse(raw); perr == nil {
+				refused = m.Error
+			}
+		}
+		if err == nil && refused == nil {
+			return
+		}
+		s.log.Warn("the child did not take logging/setLevel", "level", level, "err", err, "error", head(refused))
+		s.logMu.Lock()
+		defer s.logMu.Unlock()
+		if s.childLogLevel == level {
+			s.childLogLevel = previous
+		}
+	})
 }

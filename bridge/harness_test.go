@@ -122,7 +122,7 @@ func (c *fakeChild) readLoop(r io.Reader) {
 		case m.Method == "server/discover" && c.auto.discover == "error":
 			c.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
 		case m.Method == "initialize" && c.auto.initialize:
-			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"fake","version":"1"},"instructions":"be nice"}}`, m.ID)
+			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"logging":{}},"serverInfo":{"name":"fake","version":"1"},"instructions":"be nice"}}`, m.ID)
 		}
 		c.got <- m
 	}
@@ -236,7 +236,7 @@ func legacy() Options { return Options{Era: EraLegacy} }
 // call starts a call and fails the test if it cannot.
 func (w *world) call(ctx context.Context, s string) *Call {
 	w.t.Helper()
-	c, err := w.b.Call(ctx, request(w.t, s))
+	c, err := w.b.Call(ctx, request(w.t, s), Caller{})
 	if err != nil {
 		w.t.Fatalf("Call(%s): %v", s, err)
 	}

@@ -210,7 +210,7 @@ func TestInitializeIsAnsweredByTheGateway(t *testing.T) {
 		want    map[string]string
 	}{
 		"legacy child": {era: EraLegacy, auto: autoReply{initialize: true}, version: "2025-06-18", want: map[string]string{
-			"protocolVersion": `"2025-06-18"`, "capabilities": `{"tools":{"listChanged":true}}`,
+			"protocolVersion": `"2025-06-18"`, "capabilities": `{"tools":{"listChanged":true},"logging":{}}`,
 			"serverInfo": `{"name":"fake","version":"1"}`, "instructions": `"be nice"`,
 		}},
 		"legacy child, unknown version": {era: EraLegacy, auto: autoReply{initialize: true}, version: "1999-01-01", want: map[string]string{
@@ -300,7 +300,7 @@ func TestCloseCancelsInFlightCalls(t *testing.T) {
 	if _, ok := <-child.got; ok {
 		t.Error("the child's input is still open after Close")
 	}
-	if _, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)); gatewayCode(t, err) != jsonrpc.CodeShutdown {
+	if _, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`), Caller{}); gatewayCode(t, err) != jsonrpc.CodeShutdown {
 		t.Errorf("Call after Close = %v, want the shutdown error", err)
 	}
 	if w.b.Ready() {
@@ -336,7 +336,7 @@ func TestBadProgressTokenIsRefused(t *testing.T) {
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	w.child()
 	for _, tok := range []string{`{}`, `true`, `null`, `[1]`} {
-		_, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":`+tok+`}}}`))
+		_, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":`+tok+`}}}`), Caller{})
 		var e *jsonrpc.Error
 		if !errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidParams {
 			t.Errorf("progressToken %s: Call = %v, want invalid params", tok, err)

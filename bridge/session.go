@@ -2,10 +2,12 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -36,6 +38,10 @@ type session struct {
 	era            Era
 	initResult     []byte // a legacy child's InitializeResult
 	discoverResult []byte // a modern child's DiscoverResult
+	logs           bool   // a legacy child with the logging capability
+
+	logMu         sync.Mutex // serializes logging/setLevel toward the child
+	childLogLevel string     // the level last set on a legacy child; "" for its default
 }
 
 func newSession(b *Bridge, t Transport) *session {
@@ -205,6 +211,11 @@ func (s *session) response(m *jsonrpc.Message) {
 		}
 		return
 	}
+	if m.Error != nil {
+		if code, ok := errorCode(m.Error); ok {
+			c.box.setErrorCode(code)
+		}
+	}
 	c.finish(c.restore(m), nil)
 }
 
@@ -233,7 +244,7 @@ func (s *session) notification(m *jsonrpc.Message) {
 	case "notifications/progress":
 		s.progress(m)
 	case "notifications/message":
-		s.log.Debug("child log message", "params", head(m.Params))
+		s.routeLog(m)
 	case "notifications/cancelled":
 		// The child gave up on a request of its own; the gateway answers those
 		// at once, so there is nothing to stop.
@@ -263,6 +274,45 @@ func (s *session) progress(m *jsonrpc.Message) {
 	ps, _ := m.ParamsSpan()
 	note := jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: jsonrpc.Span{Start: ps.Start + sp.Start, End: ps.Start + sp.End}, New: c.token})
 	c.progress(note)
+}
+
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+func logRank(level string) int { return slices.Index(logLevels, level) }
+
+// routeLog delivers a child's log message to the call it belongs to. On
+// stdio nothing in the message says which call that is, so the gateway
+// delivers it only when it can tell: to the one call in flight that asked
+// for logs. A legacy child may log for any call (its level is session-wide),
+// so for it that call must also be the only one in flight; otherwise the
+// message is dropped rather than shown to a client it may not belong to.
+func (s *session) routeLog(m *jsonrpc.Message) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	var target *Call
+	wanting, total := 0, 0
+	s.mu.Lock()
+	for _, c := range s.pending {
+		if c.internal {
+			continue
+		}
+		total++
+		if c.caller.LogLevel != "" {
+			wanting++
+			target = c
+		}
+	}
+	s.mu.Unlock()
+	if wanting != 1 || (s.era == EraLegacy && total != 1) {
+		s.log.Debug("dropped a child log message: no single call it belongs to", "calls", total, "wanting_logs", wanting)
+		return
+	}
+	if logRank(p.Level) < logRank(target.caller.LogLevel) {
+		return
+	}
+	target.box.note(m.Raw, false)
 }
 
 // childRequest answers a request from the child at once: ping itself, and

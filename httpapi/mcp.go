@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
@@ -70,15 +71,23 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindRequest:
-		h.call(w, r, msg)
+		var caller bridge.Caller
+		if meta := requestMeta(msg); isModern(r, meta) {
+			var f *rpcFailure
+			if caller, f = modernCaller(r, msg, meta); f != nil {
+				writeError(w, f.status, msg.ID, f.err)
+				return
+			}
+		}
+		h.call(w, r, msg, caller)
 	}
 }
 
-func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, caller bridge.Caller) {
 	// The call lives as long as this request: when the client goes, or a
 	// write to it fails (net/http then cancels the request's context), the
 	// bridge cancels toward the child.
-	c, err := h.b.Call(r.Context(), msg)
+	c, err := h.b.Call(r.Context(), msg, caller)
 	if err != nil {
 		h.fail(w, r, msg.ID, err)
 		return
@@ -97,8 +106,12 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Mes
 			h.fail(w, r, msg.ID, err)
 			return
 		}
+		status := http.StatusOK
+		if caller.Modern {
+			status = childErrorStatus(c.ErrorCode())
+		}
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
-		writeJSON(w, http.StatusOK, resp)
+		writeJSON(w, status, resp)
 		return
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"go.uber.org/goleak"
 )
@@ -34,11 +35,11 @@ func newFake() *fakeBackend {
 	return &fakeBackend{ready: true, calls: make(chan *fakeCall, 16), notified: make(chan *jsonrpc.Message, 16)}
 }
 
-func (f *fakeBackend) Call(ctx context.Context, req *jsonrpc.Message) (Call, error) {
+func (f *fakeBackend) Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error) {
 	if f.callErr != nil {
 		return nil, f.callErr
 	}
-	c := &fakeCall{req: req, wake: make(chan struct{}, 1), taken: make(chan struct{}, 1), ended: make(chan struct{})}
+	c := &fakeCall{req: req, caller: caller, wake: make(chan struct{}, 1), taken: make(chan struct{}, 1), ended: make(chan struct{})}
 	tok, found, _ := jsonrpc.Lookup(req.Params, "_meta", "progressToken")
 	c.streams = found && tok.End > tok.Start
 	// Like the bridge: the call ends by itself when ctx does.
@@ -70,6 +71,8 @@ func (f *fakeBackend) next(t *testing.T) *fakeCall {
 
 type fakeCall struct {
 	req     *jsonrpc.Message
+	caller  bridge.Caller
+	code    int // ErrorCode
 	streams bool
 	mu      sync.Mutex
 	notes   [][]byte
@@ -84,6 +87,11 @@ type fakeCall struct {
 
 func (c *fakeCall) Wake() <-chan struct{} { return c.wake }
 func (c *fakeCall) Streams() bool         { return c.streams }
+func (c *fakeCall) ErrorCode() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.code
+}
 func (c *fakeCall) Take() ([][]byte, []byte, error, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -19,7 +19,7 @@ import (
 
 // Backend is what the handlers need from the bridge.
 type Backend interface {
-	Call(ctx context.Context, req *jsonrpc.Message) (Call, error)
+	Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error)
 	Notify(ctx context.Context, n *jsonrpc.Message) error
 	Ready() bool
 }
@@ -29,6 +29,7 @@ type Call interface {
 	Wake() <-chan struct{}
 	Take() (notes [][]byte, resp []byte, err error, done bool)
 	Streams() bool
+	ErrorCode() int
 }
 
 // FromBridge adapts a *bridge.Bridge to Backend.
@@ -36,8 +37,8 @@ func FromBridge(b *bridge.Bridge) Backend { return bridgeBackend{b} }
 
 type bridgeBackend struct{ b *bridge.Bridge }
 
-func (a bridgeBackend) Call(ctx context.Context, req *jsonrpc.Message) (Call, error) {
-	c, err := a.b.Call(ctx, req)
+func (a bridgeBackend) Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error) {
+	c, err := a.b.Call(ctx, req, caller)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +57,11 @@ type Options struct {
 	KeepAlive     time.Duration // 0: 15s; SSE comment sent on a quiet stream this often
 	ClientTimeout time.Duration // 0: 30s; the request body must arrive within it, and a client that takes no answer bytes this long is cut off
 	Logger        *slog.Logger  // nil: discard
+
+	// DNS-rebinding protection on /mcp (see guardOrigin).
+	Loopback       bool     // the listener is on a loopback address
+	AllowedHosts   []string // Host names served; empty: local names on loopback, any otherwise; "*": any
+	AllowedOrigins []string // Origins allowed (scheme://host[:port]); empty: local on loopback, same-origin otherwise; "*": any
 }
 
 func (o *Options) defaults() {
@@ -86,7 +92,7 @@ func New(b Backend, opts Options) http.Handler {
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
 	// as long as the call, and chi's Timeout writes a 504 after the fact.
-	r.Post("/mcp", h.mcp)
+	r.With(h.guardOrigin).Post("/mcp", h.mcp)
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
 	return r

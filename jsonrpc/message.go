@@ -54,6 +54,8 @@ type Message struct {
 
 	id     Span // where ID sits in Raw, for rewriting
 	params Span
+	result Span
+	err    Span
 }
 
 // Parse locates the envelope of one JSON-RPC 2.0 message. Errors wrap
@@ -106,12 +108,12 @@ func Parse(raw []byte) (*Message, error) {
 			}
 			m.Params, m.params = v, mem.Value
 		case "result":
-			m.Result = v
+			m.Result, m.result = v, mem.Value
 		case "error":
 			if v[0] != '{' {
 				return nil, fmt.Errorf("%w: error must be an object", ErrInvalid)
 			}
-			m.Error = v
+			m.Error, m.err = v, mem.Value
 		}
 	}
 	if !hasVersion {
@@ -189,6 +191,12 @@ func (m *Message) WithID(id []byte) []byte {
 
 // ParamsSpan is where params sit in Raw; ok is false when they are absent.
 func (m *Message) ParamsSpan() (Span, bool) { return m.params, m.Params != nil }
+
+// ResultSpan is where the result sits in Raw; ok is false when absent.
+func (m *Message) ResultSpan() (Span, bool) { return m.result, m.Result != nil }
+
+// ErrorSpan is where the error object sits in Raw; ok is false when absent.
+func (m *Message) ErrorSpan() (Span, bool) { return m.err, m.Error != nil }
 
 // IDSpan is where the id sits in Raw; ok is false for notifications.
 func (m *Message) IDSpan() (Span, bool) { return m.id, m.ID != nil }

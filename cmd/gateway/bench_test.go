@@ -66,7 +66,7 @@ func BenchmarkCall(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c, err := br.Call(context.Background(), m)
+			c, err := br.Call(context.Background(), m, bridge.Caller{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -41,6 +41,9 @@ type Config struct {
 	TermGrace       time.Duration `split_words:"true" default:"5s" desc:"on stop, how long to wait after SIGTERM before SIGKILL"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGINT or SIGTERM, how long to wait for answers to reach clients"`
 
+	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp answers to, comma-separated (* for any); empty: localhost names on a loopback address, any otherwise"`
+	AllowedOrigins []string `split_words:"true" desc:"browser Origins allowed on /mcp, comma-separated scheme://host[:port] (* for any); empty: localhost origins on a loopback address, same-origin otherwise"`
+
 	LogLevel  string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 	LogFormat string `split_words:"true" default:"text" desc:"text or json"`
 }

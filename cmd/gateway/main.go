@@ -128,17 +128,21 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 		ClientVersion:    version,
 		Logger:           log,
 	})
-	handler := httpapi.New(httpapi.FromBridge(b), httpapi.Options{
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		KeepAlive:     cfg.SSEKeepAlive,
-		ClientTimeout: cfg.ClientTimeout,
-		Logger:        log,
-	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		b.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
+	tcp, _ := ln.Addr().(*net.TCPAddr)
+	handler := httpapi.New(httpapi.FromBridge(b), httpapi.Options{
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		KeepAlive:      cfg.SSEKeepAlive,
+		ClientTimeout:  cfg.ClientTimeout,
+		Logger:         log,
+		Loopback:       tcp != nil && tcp.IP.IsLoopback(),
+		AllowedHosts:   cfg.AllowedHosts,
+		AllowedOrigins: cfg.AllowedOrigins,
+	})
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,

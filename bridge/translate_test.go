@@ -1,0 +1,161 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+var modernCaller = Caller{Modern: true, Capabilities: json.RawMessage(`{}`)}
+
+// A legacy child's answers get what a modern client requires, and nothing
+// else changes; a legacy client gets them untouched.
+func TestLegacyChildAnswersForModernClients(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		method, answer string
+		caller         Caller
+		want           string
+	}{
+		{"tools/call", `"result":{"content":[]}`, modernCaller, `"result":{"resultType":"complete","content":[]}`},
+		{"tools/list", `"result":{"tools":[]}`, modernCaller, `"result":{"resultType":"complete","ttlMs":0,"cacheScope":"private","tools":[]}`},
+		{"resources/read", `"result":{}`, modernCaller, `"result":{"resultType":"complete","ttlMs":0,"cacheScope":"private"}`},
+		{"tools/list", `"result":{"ttlMs":5,"tools":[],"resultType":"complete"}`, modernCaller, `"result":{"cacheScope":"private","ttlMs":5,"tools":[],"resultType":"complete"}`},
+		{"resources/read", `"error":{"code":-32002,"message":"Resource not found","data":{"uri":"x"}}`, modernCaller, `"error":{"code":-32602,"message":"Resource not found","data":{"uri":"x"}}`},
+		{"tools/call", `"error":{"code":-32601,"message":"no"}`, modernCaller, `"error":{"code":-32601,"message":"no"}`},
+		{"tools/list", `"result":{"tools":[]}`, Caller{}, `"result":{"tools":[]}`},
+		{"resources/read", `"error":{"code":-32002,"message":"gone"}`, Caller{}, `"error":{"code":-32002,"message":"gone"}`},
+	}
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	for _, tt := range tests {
+		c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":"x","method":"`+tt.method+`","params":{}}`), tt.caller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := child.expect(tt.method)
+		child.send(`{"jsonrpc":"2.0","id":%s,%s}`, m.ID, tt.answer)
+		resp, err := c.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"jsonrpc":"2.0","id":"x",` + tt.want + `}`; string(resp) != want {
+			t.Errorf("%s for modern=%v: got %s\nwant %s", tt.method, tt.caller.Modern, resp, want)
+		}
+	}
+}
+
+// server/discover for a legacy child is answered by the gateway from the
+// child's InitializeResult; for a modern child it is relayed.
+func TestDiscover(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"server/discover","params":{}}`), modernCaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := c.Wait()
+	var r struct {
+		Result struct {
+			ResultType        string
+			SupportedVersions []string
+			Capabilities      json.RawMessage
+			Instructions      string
+			TTLMs             *int `json:"ttlMs"`
+			CacheScope        string
+			Meta              map[string]json.RawMessage `json:"_meta"`
+		}
+	}
+	json.Unmarshal(resp, &r)
+	got := r.Result
+	if got.ResultType != "complete" || fmt.Sprint(got.SupportedVersions) != "[2026-07-28]" || string(got.Capabilities) != `{"tools":{"listChanged":true},"logging":{}}` ||
+		got.Instructions != "be nice" || got.TTLMs == nil || got.CacheScope != "private" || string(got.Meta[metaServerInfo]) != `{"name":"fake","version":"1"}` {
+		t.Errorf("synthesized discover = %s", resp)
+	}
+	// The child never saw it.
+	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":6,"method":"tools/list"}`)
+	if m := child.next(); m.Method != "tools/list" {
+		t.Fatalf("child got %s", m.Raw)
+	} else {
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	}
+	c2.Wait()
+
+	mw := newWorld(t, Options{Era: EraAuto}, autoReply{discover: "result"})
+	modern := mw.child()
+	c, err = mw.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"server/discover","params":{}}`), modernCaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-modern.got // the probe
+	if m := <-modern.got; m.Method != "server/discover" {
+		t.Fatalf("modern child got %s, want the relayed server/discover", m.Raw)
+	}
+	// The fake child answers discover by itself; the answer comes back with
+	// the client's id and the child's bytes.
+	if resp, _ := c.Wait(); string(resp) != `{"jsonrpc":"2.0","id":5,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1"}}}}` {
+		t.Errorf("relayed discover = %s", resp)
+	}
+}
+
+// Log messages go to the one call that asked for them, filtered by level;
+// when the gateway cannot tell whose they are, nobody gets them.
+func TestLogRouting(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	logs := func(c *Call) []string {
+		var out []string
+		for {
+			<-c.Wake()
+			notes, _, _, done := c.Take()
+			for _, n := range notes {
+				out = append(out, string(n))
+			}
+			if done {
+				return out
+			}
+		}
+	}
+	logLine := func(level string) string {
+		return `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"` + level + `","data":"x"}}`
+	}
+
+	// One call, at info: the child is first set to log at info (its level is
+	// session-wide); the debug line is filtered, the warning passes.
+	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{LogLevel: "info"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set := child.expect("logging/setLevel"); string(set.Params) != `{"level":"info"}` {
+		t.Errorf("setLevel params = %s", set.Params)
+	} else {
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, set.ID)
+	}
+	m := child.expect("tools/call")
+	child.send(logLine("debug"))
+	child.send(logLine("warning"))
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	if got := logs(c); len(got) != 1 || !strings.Contains(got[0], "warning") {
+		t.Errorf("one call at info got %q, want the warning only", got)
+	}
+
+	// A less verbose level needs no change to the child. Two calls in flight
+	// on a legacy child: a line could be either's, so neither gets it.
+	a, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{LogLevel: "warning"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ma := child.expect("tools/call")
+	b := w.call(context.Background(), `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`)
+	mb := child.expect("tools/call")
+	child.send(logLine("error"))
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, ma.ID)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, mb.ID)
+	if got := append(logs(a), logs(b)...); len(got) != 0 {
+		t.Errorf("an ambiguous log line was delivered: %q", got)
+	}
+}

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+
+func modernHeaders(method string, extra ...string) []string {
+	return append([]string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", method}, extra...)
+}
+
+func b64(s string) string { return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?=" }
+
+// Modern requests are checked as 2026-07-28 says before anything reaches the
+// child; every refusal keeps the request's id.
+func TestModernValidation(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	tests := map[string]struct {
+		body    string
+		headers []string
+		status  int
+		code    int
+	}{
+		"no _meta": {`{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{}}`,
+			modernHeaders("server/discover"), 400, -32602},
+		"no protocolVersion in _meta": {`{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			modernHeaders("server/discover"), 400, -32602},
+		"no clientCapabilities": {`{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			modernHeaders("server/discover"), 400, -32602},
+		"no version header": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{` + modernMeta + `}}`,
+			[]string{"Mcp-Method", "tools/list"}, 400, -32020},
+		"version header differs": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			modernHeaders("tools/list"), 400, -32020},
+		"unsupported version": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			[]string{"MCP-Protocol-Version", "v999", "Mcp-Method", "tools/list"}, 400, -32022},
+		"no Mcp-Method": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{` + modernMeta + `}}`,
+			[]string{"MCP-Protocol-Version", "2026-07-28"}, 400, -32020},
+		"Mcp-Method differs": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{` + modernMeta + `}}`,
+			modernHeaders("Tools/List"), 400, -32020},
+		"no Mcp-Name": {`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo",` + modernMeta + `}}`,
+			modernHeaders("tools/call"), 400, -32020},
+		"Mcp-Name differs": {`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo",` + modernMeta + `}}`,
+			modernHeaders("tools/call", "Mcp-Name", "other"), 400, -32020},
+		"Mcp-Name bad base64": {`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"x",` + modernMeta + `}}`,
+			modernHeaders("resources/read", "Mcp-Name", "=?base64?***?="), 400, -32020},
+		"removed method": {`{"jsonrpc":"2.0","id":9,"method":"ping","params":{` + modernMeta + `}}`,
+			modernHeaders("ping"), 404, -32601},
+		"bad log level": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud"}}}`,
+			modernHeaders("tools/list"), 400, -32602},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			resp := post(t, srv.URL+"/mcp", "application/json", tt.body, tt.headers...)
+			id, code := readRPCError(t, resp)
+			if resp.StatusCode != tt.status || code != tt.code || id != "9" {
+				t.Errorf("got status %d code %d id %s; want %d %d 9", resp.StatusCode, code, id, tt.status, tt.code)
+			}
+		})
+	}
+	select {
+	case c := <-f.calls:
+		t.Errorf("a refused request reached the backend: %s", c.req.Raw)
+	default:
+	}
+}
+
+// A valid modern request reaches the bridge as a modern caller, headers
+// compared after decoding and trimming.
+func TestModernRequestReachesTheBridge(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	got := make(chan *fakeCall, 1)
+	go func() {
+		c := f.next(t)
+		got <- c
+		c.mu.Lock()
+		c.code = -32601 // the child does not know the tool
+		c.mu.Unlock()
+		c.finish([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}`), nil)
+	}()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"héllo wörld","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/logLevel":"info"}}}`
+	resp := post(t, srv.URL+"/mcp", "application/json", body,
+		"mcp-protocol-version", " 2026-07-28 ", "MCP-METHOD", "tools/call", "Mcp-Name", b64("héllo wörld"))
+	c := <-got
+	if !c.caller.Modern || string(c.caller.Capabilities) != `{"sampling":{}}` || c.caller.LogLevel != "info" {
+		t.Errorf("caller = %+v", c.caller)
+	}
+	if resp.StatusCode != 404 {
+		t.Errorf("the child's method-not-found answered with HTTP %d, want 404", resp.StatusCode)
+	}
+}
+
+// Legacy requests are not held to 2026-07-28's rules.
+func TestLegacyRequestIsNotValidatedAsModern(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil) }()
+	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "MCP-Protocol-Version", "2025-11-25")
+	if resp.StatusCode != 200 {
+		t.Errorf("status = %d", resp.StatusCode)
+	}
+}
+
+func TestDNSRebindingProtection(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		opts         Options
+		host, origin string
+		allowed      bool
+	}{
+		{"loopback, local host", Options{Loopback: true}, "localhost:8080", "", true},
+		{"loopback, ipv6 host", Options{Loopback: true}, "[::1]:8080", "", true},
+		{"loopback, foreign host", Options{Loopback: true}, "evil.example:8080", "", false},
+		{"loopback, local origin", Options{Loopback: true}, "127.0.0.1:8080", "http://localhost:3000", true},
+		{"loopback, foreign origin", Options{Loopback: true}, "127.0.0.1:8080", "http://evil.example", false},
+		{"loopback, opaque origin", Options{Loopback: true}, "127.0.0.1:8080", "null", false},
+		{"public, any host", Options{}, "gateway.svc.cluster.local", "", true},
+		{"public, same origin", Options{}, "mcp.example.com", "https://mcp.example.com", true},
+		{"public, cross origin", Options{}, "mcp.example.com", "https://evil.example", false},
+		{"allowed hosts", Options{AllowedHosts: []string{"mcp.example.com"}}, "MCP.example.com:443", "", true},
+		{"allowed hosts, other", Options{AllowedHosts: []string{"mcp.example.com"}}, "other.example.com", "", false},
+		{"allowed origins", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://app.example.com", true},
+		{"allowed origins, other", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://evil.example", false},
+		{"any origin", Options{Loopback: true, AllowedOrigins: []string{"*"}}, "localhost", "https://anything.example", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			h := New(f, tt.opts)
+			req := httptest.NewRequest("POST", "http://x/mcp", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/x"}`))
+			req.Host = tt.host
+			req.Header.Set("Content-Type", "application/json")
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if allowed := rec.Code != http.StatusForbidden; allowed != tt.allowed {
+				body, _ := io.ReadAll(rec.Body)
+				t.Errorf("status %d (%s), want allowed=%v", rec.Code, body, tt.allowed)
+			}
+		})
+	}
+}

@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// localNames are the host names that mean this machine.
+var localNames = []string{"localhost", "127.0.0.1", "::1"}
+
+// guardOrigin refuses a request whose Host or Origin names a site the
+// gateway does not serve, which is how a DNS-rebinding page in a browser
+// would reach a gateway on localhost. The spec requires Origin validation;
+// Host is checked too, because a rebound page's requests carry the
+// attacker's host name.
+func (h *handlers) guardOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.hostAllowed(r.Host) {
+			writeError(w, http.StatusForbidden, nil, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "host_not_allowed",
+				"Host "+r.Host+" is not served here (set GATEWAY_ALLOWED_HOSTS to allow it)"))
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && !h.originAllowed(origin, r.Host) {
+			writeError(w, http.StatusForbidden, nil, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "origin_not_allowed",
+				"Origin "+origin+" is not allowed (set GATEWAY_ALLOWED_ORIGINS to allow it)"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return strings.ToLower(h)
+	}
+	return strings.ToLower(strings.Trim(hostport, "[]"))
+}
+
+// hostAllowed: the configured list when there is one ("*" allows any);
+// otherwise only local names on a loopback listener, and anything on
+// another listener (a Service in a cluster is reached by many names).
+func (h *handlers) hostAllowed(host string) bool {
+	name := hostOnly(host)
+	if len(h.opts.AllowedHosts) > 0 {
+		return slices.ContainsFunc(h.opts.AllowedHosts, func(a string) bool { return a == "*" || strings.EqualFold(a, name) })
+	}
+	return !h.opts.Loopback || slices.Contains(localNames, name)
+}
+
+// originAllowed: the configured list when there is one ("*" allows any,
+// entries are scheme://host[:port]); otherwise local origins on a loopback
+// listener, and same-origin requests on another.
+func (h *handlers) originAllowed(origin, host string) bool {
+	if len(h.opts.AllowedOrigins) > 0 {
+		norm := strings.ToLower(strings.TrimSuffix(origin, "/"))
+		return slices.ContainsFunc(h.opts.AllowedOrigins, func(a string) bool {
+			return a == "*" || strings.ToLower(strings.TrimSuffix(a, "/")) == norm
+		})
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false // "null" and other opaque origins
+	}
+	if h.opts.Loopback {
+		return slices.Contains(localNames, strings.ToLower(u.Hostname()))
+	}
+	return strings.EqualFold(u.Host, host)
+}
