@@ -101,6 +101,9 @@ func (c *Call) outgoing(req *jsonrpc.Message) ([]byte, error) {
 			})
 		}
 	}
+	if !c.caller.Modern && c.s.era == EraModern {
+		edits = append(edits, c.s.modernMetaEdit(req, c.caller)...)
+	}
 	line := jsonrpc.Splice(req.Raw, edits...)
 	if bytes.ContainsAny(line, "\r\n") {
 		// Pretty-printed input: a stdio message must be one line.
@@ -290,6 +293,19 @@ func (c *Call) ID() int64 { return c.id }
 // Streams reports whether the caller asked for notifications (progress or
 // log messages) before the response.
 func (c *Call) Streams() bool { return c.token != nil || c.caller.LogLevel != "" }
+
+// Cancel ends the call on the client's behalf (a legacy client's own
+// notifications/cancelled): the child is told, with reason, and the caller
+// gets an error it will not wait for.
+func (c *Call) Cancel(reason string) {
+	if c.s == nil {
+		return // answered by the gateway; nothing to cancel
+	}
+	if reason == "" {
+		reason = "cancelled by the client"
+	}
+	c.abort(jsonrpc.GatewayError(jsonrpc.CodeCancelled, "cancelled", "the client cancelled the call"), reason)
+}
 
 // ErrorCode is the code of the child's error response, once Take has
 // reported done with one; 0 otherwise.

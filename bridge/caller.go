@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
@@ -30,6 +31,7 @@ const (
 	metaCapabilities    = "io.modelcontextprotocol/clientCapabilities"
 	metaClientInfo      = "io.modelcontextprotocol/clientInfo"
 	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+	metaLogLevel        = "io.modelcontextprotocol/logLevel"
 )
 
 // cacheable are the methods whose 2026-07-28 results must carry ttlMs and
@@ -67,25 +69,95 @@ func resultEdits(method string, m *jsonrpc.Message) []jsonrpc.Edit {
 	for _, mem := range members {
 		has[mem.Key] = true
 	}
-	var add []byte
+	var add []string
 	if !has["resultType"] {
-		add = append(add, `"resultType":"complete",`...)
+		add = append(add, `"resultType":"complete"`)
 	}
 	if slices.Contains(cacheable, method) {
 		if !has["ttlMs"] {
-			add = append(add, `"ttlMs":0,`...)
+			add = append(add, `"ttlMs":0`)
 		}
 		if !has["cacheScope"] {
-			add = append(add, `"cacheScope":"private",`...)
+			add = append(add, `"cacheScope":"private"`)
 		}
 	}
 	if len(add) == 0 {
 		return nil
 	}
-	if len(members) == 0 {
-		add = add[:len(add)-1] // no member follows: drop the last comma
-	}
 	rs, _ := m.ResultSpan()
-	at := rs.Start + bytes.IndexByte(m.Result, '{') + 1
-	return []jsonrpc.Edit{{Span: jsonrpc.Span{Start: at, End: at}, New: add}}
+	return []jsonrpc.Edit{insertMembers(m.Raw, rs, []byte(strings.Join(add, ",")))}
+}
+
+// modernMetaEdit adds the _meta a 2026-07-28 child requires to a legacy
+// client's request: the version, and the client's capabilities, identity
+// and log level as its session knows them. Keys the request already has
+// are kept.
+func (s *session) modernMetaEdit(req *jsonrpc.Message, caller Caller) []jsonrpc.Edit {
+	want := []struct {
+		key   string
+		value []byte
+	}{
+		{metaProtocolVersion, []byte(`"` + ModernVersion + `"`)},
+		{metaCapabilities, orEmpty(caller.Capabilities)},
+		{metaClientInfo, caller.ClientInfo},
+	}
+	if caller.LogLevel != "" {
+		want = append(want, struct {
+			key   string
+			value []byte
+		}{metaLogLevel, []byte(`"` + caller.LogLevel + `"`)})
+	}
+	ps, hasParams := req.ParamsSpan()
+	var meta jsonrpc.Span
+	hasMeta := false
+	if hasParams {
+		if req.Params[0] != '{' {
+			return nil // positional params: nowhere to put _meta
+		}
+		if sp, ok, _ := jsonrpc.Lookup(req.Params, "_meta"); ok && req.Params[sp.Start] == '{' {
+			meta, hasMeta = jsonrpc.Span{Start: ps.Start + sp.Start, End: ps.Start + sp.End}, true
+		}
+	}
+	present := map[string]bool{}
+	if hasMeta {
+		members, _ := jsonrpc.Members(req.Raw[meta.Start:meta.End])
+		for _, m := range members {
+			present[m.Key] = true
+		}
+	}
+	var add []byte
+	for _, w := range want {
+		if w.value == nil || present[w.key] {
+			continue
+		}
+		if len(add) > 0 {
+			add = append(add, ',')
+		}
+		add = append(add, '"')
+		add = append(add, w.key...)
+		add = append(add, `":`...)
+		add = append(add, w.value...)
+	}
+	switch {
+	case len(add) == 0:
+		return nil
+	case hasMeta:
+		return []jsonrpc.Edit{insertMembers(req.Raw, meta, add)}
+	case hasParams:
+		return []jsonrpc.Edit{insertMembers(req.Raw, ps, append(append([]byte(`"_meta":{`), add...), '}'))}
+	}
+	// No params at all: they go before the message's closing brace.
+	end := bytes.LastIndexByte(req.Raw, '}')
+	return []jsonrpc.Edit{{Span: jsonrpc.Span{Start: end, End: end}, New: append(append([]byte(`,"params":{"_meta":{`), add...), "}}"...)}}
+}
+
+// insertMembers inserts members (a comma-separated run, no braces) at the
+// start of the object at obj in raw.
+func insertMembers(raw []byte, obj jsonrpc.Span, members []byte) jsonrpc.Edit {
+	at := obj.Start + bytes.IndexByte(raw[obj.Start:obj.End], '{') + 1
+	inner := bytes.TrimSpace(raw[at : obj.End-1])
+	if len(inner) > 0 {
+		members = append(members, ',')
+	}
+	return jsonrpc.Edit{Span: jsonrpc.Span{Start: at, End: at}, New: members}
 }

@@ -159,3 +159,53 @@ func TestLogRouting(t *testing.T) {
 		t.Errorf("an ambiguous log line was delivered: %q", got)
 	}
 }
+
+// A legacy client's request to a modern child gets the modern _meta, from
+// what its session knows; keys it already has, and everything else, stay.
+func TestModernMetaForLegacyClients(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	child := w.child()
+	caller := Caller{Capabilities: json.RawMessage(`{"sampling":{}}`), ClientInfo: json.RawMessage(`{"name":"c","version":"1"}`), LogLevel: "info"}
+	tests := []struct{ in, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			`{"jsonrpc":"2.0","id":%s,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/logLevel":"info"}}}`},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`,
+			`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/logLevel":"info"}}}`},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"t","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/logLevel":"info","progressToken":%s,"io.modelcontextprotocol/clientCapabilities":{}}}}`},
+	}
+	for _, tt := range tests {
+		c, err := w.b.Call(context.Background(), request(t, tt.in), caller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := child.next()
+		want := fmt.Sprintf(tt.want, m.ID, m.ID)
+		if strings.Count(tt.want, "%s") == 1 {
+			want = fmt.Sprintf(tt.want, m.ID)
+		}
+		if string(m.Raw) != want {
+			t.Errorf("child got %s\nwant      %s", m.Raw, want)
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+		c.Wait()
+	}
+}
+
+// Cancel ends a call on the client's word and tells the child why.
+func TestCancelOnTheClientsWord(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	req := child.expect("tools/call")
+	c.Cancel("user pressed stop")
+	if _, err := c.Wait(); gatewayCode(t, err) != -32006 {
+		t.Errorf("Wait = %v, want the cancelled error", err)
+	}
+	n := child.expect("notifications/cancelled")
+	if !contains(n.Params, `"requestId":`+string(req.ID)) || !contains(n.Params, `"reason":"user pressed stop"`) {
+		t.Errorf("cancellation = %s", n.Params)
+	}
+}

@@ -65,25 +65,36 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "the gateway sends no requests to clients, so it takes no responses"})
 	case jsonrpc.KindNotification:
+		if !isModern(r, requestMeta(msg)) {
+			sess, ok := h.legacySession(w, r, nil)
+			if !ok {
+				return
+			}
+			if sess != nil && msg.Method == "notifications/cancelled" {
+				sess.cancel(msg.Params)
+			}
+		}
 		if err := h.b.Notify(r.Context(), msg); err != nil {
 			h.fail(w, r, nil, err)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindRequest:
-		var caller bridge.Caller
-		if meta := requestMeta(msg); isModern(r, meta) {
-			var f *rpcFailure
-			if caller, f = modernCaller(r, msg, meta); f != nil {
-				writeError(w, f.status, msg.ID, f.err)
-				return
-			}
+		meta := requestMeta(msg)
+		if !isModern(r, meta) {
+			h.legacy(w, r, msg)
+			return
 		}
-		h.call(w, r, msg, caller)
+		caller, f := modernCaller(r, msg, meta)
+		if f != nil {
+			writeError(w, f.status, msg.ID, f.err)
+			return
+		}
+		h.call(w, r, msg, caller, nil)
 	}
 }
 
-func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, caller bridge.Caller) {
+func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, caller bridge.Caller, sess *session) {
 	// The call lives as long as this request: when the client goes, or a
 	// write to it fails (net/http then cancels the request's context), the
 	// bridge cancels toward the child.
@@ -91,6 +102,9 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Mes
 	if err != nil {
 		h.fail(w, r, msg.ID, err)
 		return
+	}
+	if sess != nil {
+		defer sess.track(msg.ID, c)()
 	}
 	if c.Streams() && accepts(r.Header.Get("Accept"), "text/event-stream") {
 		h.stream(w, r, c, msg.ID)

@@ -44,7 +44,11 @@ func (f *fakeBackend) Call(ctx context.Context, req *jsonrpc.Message, caller bri
 	c.streams = found && tok.End > tok.Start
 	// Like the bridge: the call ends by itself when ctx does.
 	context.AfterFunc(ctx, func() {
-		c.cause = context.Cause(ctx)
+		c.mu.Lock()
+		if !c.done {
+			c.cause = context.Cause(ctx)
+		}
+		c.mu.Unlock()
 		c.finish(nil, ctx.Err())
 	})
 	f.calls <- c
@@ -87,6 +91,14 @@ type fakeCall struct {
 
 func (c *fakeCall) Wake() <-chan struct{} { return c.wake }
 func (c *fakeCall) Streams() bool         { return c.streams }
+func (c *fakeCall) Cancel(reason string) {
+	c.mu.Lock()
+	if !c.done {
+		c.cause = errors.New(reason)
+	}
+	c.mu.Unlock()
+	c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeCancelled, "cancelled", reason))
+}
 func (c *fakeCall) ErrorCode() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -30,6 +30,7 @@ type Call interface {
 	Take() (notes [][]byte, resp []byte, err error, done bool)
 	Streams() bool
 	ErrorCode() int
+	Cancel(reason string)
 }
 
 // FromBridge adapts a *bridge.Bridge to Backend.
@@ -58,6 +59,9 @@ type Options struct {
 	ClientTimeout time.Duration // 0: 30s; the request body must arrive within it, and a client that takes no answer bytes this long is cut off
 	Logger        *slog.Logger  // nil: discard
 
+	MaxSessions int           // 0: 10000; legacy client sessions kept at once
+	SessionIdle time.Duration // 0: 30m; a legacy session with no call for this long ends
+
 	// DNS-rebinding protection on /mcp (see guardOrigin).
 	Loopback       bool     // the listener is on a loopback address
 	AllowedHosts   []string // Host names served; empty: local names on loopback, any otherwise; "*": any
@@ -77,6 +81,12 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 10000
+	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = 30 * time.Minute
+	}
 }
 
 // New returns the gateway's HTTP handler. The caller owns the server and
@@ -85,7 +95,7 @@ func (o *Options) defaults() {
 // the handlers set per-request deadlines instead.
 func New(b Backend, opts Options) http.Handler {
 	opts.defaults()
-	h := &handlers{b: b, opts: opts, log: opts.Logger}
+	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.MaxSessions, opts.SessionIdle)}
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, accessLog(opts.Logger), middleware.Recoverer)
 	r.MethodNotAllowed(h.methodNotAllowed)
@@ -93,15 +103,17 @@ func New(b Backend, opts Options) http.Handler {
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
 	// as long as the call, and chi's Timeout writes a 504 after the fact.
 	r.With(h.guardOrigin).Post("/mcp", h.mcp)
+	r.With(h.guardOrigin).Delete("/mcp", h.endSession)
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
 	return r
 }
 
 type handlers struct {
-	b    Backend
-	opts Options
-	log  *slog.Logger
+	b        Backend
+	opts     Options
+	log      *slog.Logger
+	sessions *sessions
 }
 
 func (h *handlers) healthz(w http.ResponseWriter, r *http.Request) {

@@ -24,6 +24,7 @@ const (
 	CodeOverloaded  = -32003 // too many calls in flight
 	CodeTooLarge    = -32004 // the child's answer exceeded the message size limit
 	CodeShutdown    = -32005 // the gateway is stopping
+	CodeCancelled   = -32006 // the client cancelled the call
 )
 
 // Error is a JSON-RPC error object. Errors the gateway makes are values of

@@ -41,6 +41,9 @@ type Config struct {
 	TermGrace       time.Duration `split_words:"true" default:"5s" desc:"on stop, how long to wait after SIGTERM before SIGKILL"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGINT or SIGTERM, how long to wait for answers to reach clients"`
 
+	MaxSessions        int           `split_words:"true" default:"10000" desc:"legacy (2025) client sessions kept at once; when full, the one idle longest makes room"`
+	SessionIdleTimeout time.Duration `split_words:"true" default:"30m" desc:"a legacy client session with no call for this long ends"`
+
 	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp answers to, comma-separated (* for any); empty: localhost names on a loopback address, any otherwise"`
 	AllowedOrigins []string `split_words:"true" desc:"browser Origins allowed on /mcp, comma-separated scheme://host[:port] (* for any); empty: localhost origins on a loopback address, same-origin otherwise"`
 
@@ -73,6 +76,7 @@ func (c *Config) validate() error {
 		"GATEWAY_CHILD_WRITE_TIMEOUT": c.ChildWriteTimeout, "GATEWAY_CLIENT_TIMEOUT": c.ClientTimeout,
 		"GATEWAY_SSE_KEEP_ALIVE": c.SSEKeepAlive, "GATEWAY_STDIN_GRACE": c.StdinGrace,
 		"GATEWAY_TERM_GRACE": c.TermGrace, "GATEWAY_SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
+		"GATEWAY_SESSION_IDLE_TIMEOUT": c.SessionIdleTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %v", name, d))
@@ -80,7 +84,7 @@ func (c *Config) validate() error {
 	}
 	for name, n := range map[string]int64{
 		"GATEWAY_MAX_MESSAGE_BYTES": int64(c.MaxMessageBytes), "GATEWAY_MAX_BODY_BYTES": c.MaxBodyBytes,
-		"GATEWAY_STDERR_LINE_BYTES": int64(c.StderrLineBytes),
+		"GATEWAY_STDERR_LINE_BYTES": int64(c.StderrLineBytes), "GATEWAY_MAX_SESSIONS": int64(c.MaxSessions),
 	} {
 		if n <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))

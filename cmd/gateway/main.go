@@ -142,6 +142,8 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 		Loopback:       tcp != nil && tcp.IP.IsLoopback(),
 		AllowedHosts:   cfg.AllowedHosts,
 		AllowedOrigins: cfg.AllowedOrigins,
+		MaxSessions:    cfg.MaxSessions,
+		SessionIdle:    cfg.SessionIdleTimeout,
 	})
 	srv := &http.Server{
 		Handler:           handler,

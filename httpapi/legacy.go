@@ -1,0 +1,95 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// legacy serves a request from a 2025 client. initialize starts a session
+// (a session id is minted); later requests carry it. A request with no
+// session id is served too, without one (curl needs no handshake). What
+// only makes sense between one client and one server is answered here,
+// since the child is shared.
+func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+	if msg.Method == "initialize" {
+		sess, f := h.sessions.create(msg.Params)
+		if f != nil {
+			writeError(w, f.status, msg.ID, f.err)
+			return
+		}
+		w.Header().Set(headerSession, sess.id)
+		h.call(w, r, msg, sess.caller(), sess)
+		return
+	}
+	sess, ok := h.legacySession(w, r, msg.ID)
+	if !ok {
+		return
+	}
+	var caller bridge.Caller
+	if sess != nil {
+		caller = sess.caller()
+	}
+	switch msg.Method {
+	case "logging/setLevel":
+		// The child's level is shared; the gateway keeps one per session and
+		// filters what each client sees.
+		var p struct {
+			Level string `json:"level"`
+		}
+		if json.Unmarshal(msg.Params, &p) != nil || !slices.Contains(logLevels, p.Level) {
+			writeError(w, http.StatusBadRequest, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: "level must be one of " + strings.Join(logLevels, ", ")})
+			return
+		}
+		if sess != nil {
+			sess.setLogLevel(p.Level)
+		}
+		writeJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, []byte("{}")))
+		return
+	case "resources/subscribe", "resources/unsubscribe":
+		// Updates would arrive on the GET stream, which the gateway does not
+		// offer; forwarding would let one client unsubscribe another's
+		// subscription on the shared child. Accepted, with no effect.
+		writeJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, []byte("{}")))
+		return
+	}
+	h.call(w, r, msg, caller, sess)
+}
+
+// legacySession looks up the session a legacy request names. A request
+// without one is served without one; an unknown or ended session gets 404,
+// which tells the client to initialize again.
+func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []byte) (*session, bool) {
+	sid := r.Header.Get(headerSession)
+	if sid == "" {
+		return nil, true
+	}
+	s := h.sessions.get(sid)
+	if s == nil {
+		writeError(w, http.StatusNotFound, id, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "session_not_found",
+			"session "+sid+" is unknown or has ended; send initialize again"))
+		return nil, false
+	}
+	return s, true
+}
+
+// endSession serves DELETE /mcp: a legacy client ending its session. Its
+// calls in flight are cancelled.
+func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get(headerSession)
+	if sid == "" {
+		h.methodNotAllowed(w, r)
+		return
+	}
+	if !h.sessions.remove(sid) {
+		writeError(w, http.StatusNotFound, nil, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "session_not_found",
+			"session "+sid+" is unknown or has ended"))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

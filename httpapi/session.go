@@ -1,0 +1,206 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+const headerSession = "Mcp-Session-Id"
+
+// sessions are the gateway's own sessions with legacy (2025) clients. The
+// child is shared and stateless toward the gateway; a session holds what
+// the legacy protocol keeps per connection: the client's capabilities and
+// identity (so requests to a modern child can carry them), its log level,
+// and its calls in flight (so its notifications/cancelled can name them).
+type sessions struct {
+	mu   sync.Mutex
+	byID map[string]*session
+	max  int
+	idle time.Duration
+}
+
+type session struct {
+	id   string
+	caps json.RawMessage
+	info json.RawMessage
+
+	mu       sync.Mutex
+	logLevel string
+	lastSeen time.Time
+	calls    map[string]Call // in flight, by the client's raw request id
+	ended    bool
+}
+
+func newSessions(max int, idle time.Duration) *sessions {
+	return &sessions{byID: map[string]*session{}, max: max, idle: idle}
+}
+
+// create starts a session for a legacy client's initialize. When the table
+// is full, the session idle longest gives way, if it has no call in flight.
+func (ss *sessions) create(params []byte) (*session, *rpcFailure) {
+	var p struct {
+		Capabilities json.RawMessage `json:"capabilities"`
+		ClientInfo   json.RawMessage `json:"clientInfo"`
+	}
+	_ = json.Unmarshal(params, &p)
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, refuse(http.StatusInternalServerError, jsonrpc.CodeInternalError, "cannot mint a session id: "+err.Error(), nil)
+	}
+	s := &session{id: hex.EncodeToString(raw[:]), caps: p.Capabilities, info: p.ClientInfo, lastSeen: time.Now(), calls: map[string]Call{}}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.sweepLocked()
+	if len(ss.byID) >= ss.max {
+		var oldest *session
+		for _, o := range ss.byID {
+			if o.busy() {
+				continue
+			}
+			if oldest == nil || o.seen().Before(oldest.seen()) {
+				oldest = o
+			}
+		}
+		if oldest == nil {
+			f := refuse(http.StatusServiceUnavailable, jsonrpc.CodeOverloaded, "too many sessions, all with calls in flight; try again later", nil)
+			return nil, f
+		}
+		delete(ss.byID, oldest.id)
+		oldest.end("session evicted")
+	}
+	ss.byID[s.id] = s
+	return s, nil
+}
+
+// get returns the live session with that id, or nil.
+func (ss *sessions) get(id string) *session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.byID[id]
+	if s == nil {
+		return nil
+	}
+	if ss.expired(s) {
+		delete(ss.byID, id)
+		s.end("session expired")
+		return nil
+	}
+	s.touch()
+	return s
+}
+
+// remove ends a session; its calls in flight are cancelled.
+func (ss *sessions) remove(id string) bool {
+	ss.mu.Lock()
+	s := ss.byID[id]
+	delete(ss.byID, id)
+	ss.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	s.end("session ended by the client")
+	return true
+}
+
+func (ss *sessions) sweepLocked() {
+	for id, s := range ss.byID {
+		if ss.expired(s) {
+			delete(ss.byID, id)
+			s.end("session expired")
+		}
+	}
+}
+
+func (ss *sessions) expired(s *session) bool {
+	return !s.busy() && time.Since(s.seen()) > ss.idle
+}
+
+func (s *session) touch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastSeen = time.Now()
+}
+
+func (s *session) seen() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastSeen
+}
+
+func (s *session) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls) > 0
+}
+
+// end cancels the session's calls in flight.
+func (s *session) end(reason string) {
+	s.mu.Lock()
+	calls := s.calls
+	s.calls = map[string]Call{}
+	s.ended = true
+	s.mu.Unlock()
+	for _, c := range calls {
+		c.Cancel(reason)
+	}
+}
+
+func (s *session) caller() bridge.Caller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bridge.Caller{Capabilities: s.caps, ClientInfo: s.info, LogLevel: s.logLevel}
+}
+
+func (s *session) setLogLevel(level string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logLevel = level
+}
+
+// track records a call in flight under the client's id, for its
+// notifications/cancelled; the returned func forgets it.
+func (s *session) track(clientID []byte, c Call) func() {
+	key := string(clientID)
+	s.mu.Lock()
+	ended := s.ended
+	if !ended {
+		s.calls[key] = c
+	}
+	s.mu.Unlock()
+	if ended {
+		c.Cancel("session ended")
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.calls[key] == c {
+			delete(s.calls, key)
+		}
+		s.lastSeen = time.Now()
+	}
+}
+
+// cancel cancels the call the client's notifications/cancelled names; an
+// id the session does not know (finished, or never sent) is ignored.
+func (s *session) cancel(params []byte) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Reason    string          `json:"reason"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	s.mu.Lock()
+	c := s.calls[string(p.RequestID)]
+	s.mu.Unlock()
+	if c != nil {
+		c.Cancel(p.Reason)
+	}
+}
