@@ -9,6 +9,7 @@ package bridge
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"log/slog"
 	"sync"
@@ -125,6 +126,11 @@ type Bridge struct {
 	bgClosed bool           // Close is waiting for wg; no more may be added
 	wg       sync.WaitGroup // cancellations, replies and closes still running
 
+	stateKey [32]byte // signs the requestState of parked calls (park.go)
+	askMu    sync.Mutex
+	asks     map[string]*ask     // questions waiting on legacy clients, by the id they were sent with
+	parked   map[int64]*exchange // calls waiting for a modern client's retry
+
 	late     atomic.Uint64 // responses for calls already retired
 	unknown  atomic.Uint64 // responses for ids the bridge never sent
 	restarts atomic.Uint64
@@ -143,7 +149,10 @@ func New(start StartFunc, opts Options) *Bridge {
 		starting: true,
 		stopRun:  cancel,
 		runDone:  make(chan struct{}),
+		asks:     map[string]*ask{},
+		parked:   map[int64]*exchange{},
 	}
+	_, _ = rand.Read(b.stateKey[:])
 	go b.run(ctx)
 	return b
 }

@@ -23,6 +23,9 @@ type Caller struct {
 	LogLevel string
 	// ClientInfo is the client's Implementation object, if known.
 	ClientInfo json.RawMessage
+	// CanStream is true when the client takes an SSE answer, so it can be
+	// asked questions (sampling, elicitation, roots) in the middle of a call.
+	CanStream bool
 }
 
 // Meta keys of 2026-07-28.
@@ -91,8 +94,8 @@ func resultEdits(method string, m *jsonrpc.Message) []jsonrpc.Edit {
 // modernMetaEdit adds the _meta a 2026-07-28 child requires to a legacy
 // client's request: the version, and the client's capabilities, identity
 // and log level as its session knows them. Keys the request already has
-// are kept.
-func (s *session) modernMetaEdit(req *jsonrpc.Message, caller Caller) []jsonrpc.Edit {
+// are kept. extra are more params members, as for paramsEdit.
+func (s *session) modernMetaEdit(req *jsonrpc.Message, caller Caller, extra []byte) []jsonrpc.Edit {
 	want := []struct {
 		key   string
 		value []byte
@@ -107,13 +110,13 @@ func (s *session) modernMetaEdit(req *jsonrpc.Message, caller Caller) []jsonrpc.
 			value []byte
 		}{metaLogLevel, []byte(`"` + caller.LogLevel + `"`)})
 	}
-	ps, hasParams := req.ParamsSpan()
+	if req.Params != nil && req.Params[0] != '{' {
+		return nil // positional params: nowhere to put _meta
+	}
+	ps, _ := req.ParamsSpan()
 	var meta jsonrpc.Span
 	hasMeta := false
-	if hasParams {
-		if req.Params[0] != '{' {
-			return nil // positional params: nowhere to put _meta
-		}
+	if req.Params != nil {
 		if sp, ok, _ := jsonrpc.Lookup(req.Params, "_meta"); ok && req.Params[sp.Start] == '{' {
 			meta, hasMeta = jsonrpc.Span{Start: ps.Start + sp.Start, End: ps.Start + sp.End}, true
 		}
@@ -138,17 +141,38 @@ func (s *session) modernMetaEdit(req *jsonrpc.Message, caller Caller) []jsonrpc.
 		add = append(add, `":`...)
 		add = append(add, w.value...)
 	}
+	var edits []jsonrpc.Edit
 	switch {
 	case len(add) == 0:
-		return nil
 	case hasMeta:
-		return []jsonrpc.Edit{insertMembers(req.Raw, meta, add)}
-	case hasParams:
-		return []jsonrpc.Edit{insertMembers(req.Raw, ps, append(append([]byte(`"_meta":{`), add...), '}'))}
+		edits = append(edits, insertMembers(req.Raw, meta, add))
+	default:
+		extra = joinMembers(append(append([]byte(`"_meta":{`), add...), '}'), extra)
 	}
-	// No params at all: they go before the message's closing brace.
+	if extra != nil {
+		edits = append(edits, paramsEdit(req, extra))
+	}
+	return edits
+}
+
+// paramsEdit adds members (a comma-separated run) to the request's params,
+// creating params when there are none.
+func paramsEdit(req *jsonrpc.Message, members []byte) jsonrpc.Edit {
+	if ps, ok := req.ParamsSpan(); ok {
+		return insertMembers(req.Raw, ps, members)
+	}
 	end := bytes.LastIndexByte(req.Raw, '}')
-	return []jsonrpc.Edit{{Span: jsonrpc.Span{Start: end, End: end}, New: append(append([]byte(`,"params":{"_meta":{`), add...), "}}"...)}}
+	return jsonrpc.Edit{Span: jsonrpc.Span{Start: end, End: end}, New: append(append([]byte(`,"params":{`), members...), '}')}
+}
+
+func joinMembers(a, b []byte) []byte {
+	switch {
+	case len(a) == 0:
+		return b
+	case len(b) == 0:
+		return a
+	}
+	return append(append(append([]byte{}, a...), ','), b...)
 }
 
 // insertMembers inserts members (a comma-separated run, no braces) at the

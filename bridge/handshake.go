@@ -113,8 +113,11 @@ func (s *session) initialize(ctx context.Context) error {
 func (s *session) internal(ctx context.Context, method string, params []byte, timeout time.Duration) (*jsonrpc.Message, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := &Call{b: s.b, s: s, id: s.b.nextID.Add(1), method: method, internal: true, start: time.Now()}
-	if err := c.send(ctx, jsonrpc.NewRequest(c.id, method, params), false); err != nil {
+	c := s.internalCall(method)
+	c.mu.Lock()
+	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), "") })
+	c.mu.Unlock()
+	if err := s.start(ctx, c, method, params, true); err != nil {
 		return nil, err
 	}
 	raw, err := c.Wait()
@@ -250,8 +253,11 @@ func (s *session) ensureLogLevel(level string) {
 	}
 	params, _ := json.Marshal(map[string]string{"level": level})
 	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.CancelTimeout)
-	c := &Call{b: s.b, s: s, id: s.b.nextID.Add(1), method: "logging/setLevel", internal: true, start: time.Now()}
-	if err := c.send(ctx, jsonrpc.NewRequest(c.id, c.method, params), false); err != nil {
+	c := s.internalCall("logging/setLevel")
+	c.mu.Lock()
+	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), "") })
+	c.mu.Unlock()
+	if err := s.start(ctx, c, c.method, params, true); err != nil {
 		cancel()
 		s.log.Warn("could not set the child's log level", "level", level, "err", err)
 		return

@@ -27,7 +27,7 @@ type session struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	pending map[int64]*Call
+	pending map[int64]*exchange
 	ended   error // why the session ended; nil while it runs
 
 	done    chan struct{} // closed when the reader has stopped and every call has ended
@@ -49,7 +49,7 @@ func newSession(b *Bridge, t Transport) *session {
 		b:       b,
 		t:       t,
 		log:     b.log,
-		pending: make(map[int64]*Call),
+		pending: make(map[int64]*exchange),
 		done:    make(chan struct{}),
 	}
 }
@@ -66,47 +66,57 @@ func (s *session) pendingCount() int {
 	return len(s.pending)
 }
 
-// register adds a call unless the session has ended.
-func (s *session) register(c *Call) error {
+// register adds an exchange unless the session has ended.
+func (s *session) register(ex *exchange) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended != nil {
 		return s.ended
 	}
-	s.pending[c.id] = c
+	s.pending[ex.id] = ex
 	return nil
 }
 
-// claim removes a call from the pending table. Whoever claims a call is the
-// one who ends it, so every call ends exactly once.
-func (s *session) claim(id int64) *Call {
+// claim removes an exchange from the pending table. Whoever claims an
+// exchange is the one who ends it, so every call ends exactly once.
+func (s *session) claim(ex *exchange) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.pending[id]
-	delete(s.pending, id)
-	return c
+	if s.pending[ex.id] != ex {
+		return false
+	}
+	delete(s.pending, ex.id)
+	return true
 }
 
-func (s *session) lookup(id int64) *Call {
+func (s *session) claimID(id int64) *exchange {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ex := s.pending[id]
+	delete(s.pending, id)
+	return ex
+}
+
+func (s *session) lookup(id int64) *exchange {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending[id]
 }
 
-// claimAll empties the pending table and marks the session ended, so no call
-// can be registered after it.
-func (s *session) claimAll(why error) []*Call {
+// claimAll empties the pending table and marks the session ended, so no
+// exchange can be registered after it.
+func (s *session) claimAll(why error) []*exchange {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended == nil {
 		s.ended = why
 	}
-	calls := make([]*Call, 0, len(s.pending))
-	for id, c := range s.pending {
-		calls = append(calls, c)
+	all := make([]*exchange, 0, len(s.pending))
+	for id, ex := range s.pending {
+		all = append(all, ex)
 		delete(s.pending, id)
 	}
-	return calls
+	return all
 }
 
 // kill ends the session from outside the reader: the transport is closed,
@@ -148,8 +158,8 @@ func (s *session) end(readErr error) {
 	}
 	calls := s.claimAll(why)
 	why = s.endErr() // kill may have recorded a better reason first
-	for _, c := range calls {
-		c.finish(nil, errUnavailable(fmt.Sprintf("%v; the call was lost", why)))
+	for _, ex := range calls {
+		ex.end(errUnavailable(fmt.Sprintf("%v; the call was lost", why)))
 	}
 	level := slog.LevelWarn
 	var e *jsonrpc.Error
@@ -200,8 +210,8 @@ func (s *session) response(m *jsonrpc.Message) {
 		s.log.Warn("child answered an id the gateway never sent; dropped", "id", string(m.ID))
 		return
 	}
-	c := s.claim(id)
-	if c == nil {
+	ex := s.claimID(id)
+	if ex == nil {
 		if id > 0 && id <= s.b.nextID.Load() {
 			s.b.late.Add(1)
 			s.log.Debug("dropped late response", "id", id)
@@ -211,12 +221,7 @@ func (s *session) response(m *jsonrpc.Message) {
 		}
 		return
 	}
-	if m.Error != nil {
-		if code, ok := errorCode(m.Error); ok {
-			c.box.setErrorCode(code)
-		}
-	}
-	c.finish(c.restore(m), nil)
+	ex.answered(m)
 }
 
 // oversized handles a line that was too long to keep: if its start names a
@@ -233,8 +238,8 @@ func (s *session) oversized(e skippedMessage) {
 	if !ok {
 		return
 	}
-	if c := s.claim(id); c != nil {
-		c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large",
+	if ex := s.claimID(id); ex != nil {
+		ex.end(jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large",
 			fmt.Sprintf("the child's response (%d bytes) exceeded the gateway's message size limit: %v", size, e)))
 	}
 }
@@ -265,15 +270,15 @@ func (s *session) progress(m *jsonrpc.Message) {
 	id, ok := tok.IDInt()
 	var c *Call
 	if ok {
-		c = s.lookup(id)
+		if ex := s.lookup(id); ex != nil {
+			c = ex.current()
+		}
 	}
-	if c == nil || c.token == nil {
+	if c == nil {
 		s.log.Debug("progress for no active call; dropped", "token", string(tok.ID))
 		return
 	}
-	ps, _ := m.ParamsSpan()
-	note := jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: jsonrpc.Span{Start: ps.Start + sp.Start, End: ps.Start + sp.End}, New: c.token})
-	c.progress(note)
+	c.progress(m, sp)
 }
 
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
@@ -294,12 +299,12 @@ func (s *session) routeLog(m *jsonrpc.Message) {
 	var target *Call
 	wanting, total := 0, 0
 	s.mu.Lock()
-	for _, c := range s.pending {
-		if c.internal {
+	for _, ex := range s.pending {
+		if ex.internal {
 			continue
 		}
 		total++
-		if c.caller.LogLevel != "" {
+		if c := ex.current(); c != nil && c.caller.LogLevel != "" {
 			wanting++
 			target = c
 		}
@@ -312,45 +317,30 @@ func (s *session) routeLog(m *jsonrpc.Message) {
 	if logRank(p.Level) < logRank(target.caller.LogLevel) {
 		return
 	}
-	target.box.note(m.Raw, false)
+	target.box.note(m.Raw, noteLog)
 }
 
-// childRequest answers a request from the child at once: ping itself, and
-// anything else with an error, so the child never waits on the gateway.
+// childRequest answers a request from the child: ping at once, and a
+// question for the client (sampling, elicitation, roots) by relaying it to
+// the client when the gateway can tell whose it is (see question);
+// anything else with an error at once, so the child never waits on the
+// gateway.
 func (s *session) childRequest(m *jsonrpc.Message) {
-	var reply []byte
 	if m.Method == "ping" {
-		reply = jsonrpc.NewResult(m.ID, []byte("{}"))
-	} else {
-		s.log.Info("child sent a request the gateway does not serve; refused", "method", m.Method, "id", string(m.ID))
-		reply = jsonrpc.NewErrorResponse(m.ID, &jsonrpc.Error{
-			Code:    jsonrpc.CodeMethodNotFound,
-			Message: fmt.Sprintf("the gateway does not serve %s to the child", m.Method),
-		})
-	}
-	if s.replies.Add(1) > maxReplies {
-		s.replies.Add(-1)
-		s.log.Warn("too many replies to the child in flight; dropped one", "method", m.Method)
+		s.b.spawn(func() { s.toChild(context.Background(), jsonrpc.NewResult(m.ID, []byte("{}")), m.Method) })
 		return
 	}
-	s.b.spawn(func() {
-		defer s.replies.Add(-1)
-		ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.CancelTimeout)
-		defer cancel()
-		if err := s.t.WriteMessage(ctx, reply); err != nil {
-			s.log.Warn("could not answer the child's request", "method", m.Method, "err", err)
-		}
-	})
+	s.question(m)
 }
 
 // shutdown cancels every pending call, telling the child about each one that
 // reached it, then stops the child.
 func (s *session) shutdown(ctx context.Context) {
 	calls := s.claimAll(errShutdown())
-	for _, c := range calls {
-		c.finish(nil, errShutdown())
-		if c.sentOrWanted("gateway shutting down") {
-			s.writeCancel(ctx, c, "gateway shutting down")
+	for _, ex := range calls {
+		ex.end(errShutdown())
+		if ex.sentOrWanted("gateway shutting down") {
+			s.writeCancel(ctx, ex, "gateway shutting down")
 		}
 	}
 	s.t.Close()

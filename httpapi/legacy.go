@@ -23,16 +23,16 @@ func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, msg *jsonrpc.M
 			return
 		}
 		w.Header().Set(headerSession, sess.id)
-		h.call(w, r, msg, sess.caller(), sess)
+		h.call(w, r, msg, sess.caller(r), sess)
 		return
 	}
 	sess, ok := h.legacySession(w, r, msg.ID)
 	if !ok {
 		return
 	}
-	var caller bridge.Caller
+	caller := bridge.Caller{CanStream: accepts(r.Header.Get("Accept"), "text/event-stream")}
 	if sess != nil {
-		caller = sess.caller()
+		caller = sess.caller(r)
 	}
 	switch msg.Method {
 	case "logging/setLevel":

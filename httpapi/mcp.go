@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,8 +63,18 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 	}
 	switch msg.Kind {
 	case jsonrpc.KindResponse:
-		writeError(w, http.StatusBadRequest, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: "the gateway sends no requests to clients, so it takes no responses"})
+		// A legacy client answering a question the gateway relayed to it.
+		// 2026-07-28 clients never send responses.
+		if isModern(r, nil) {
+			writeError(w, http.StatusBadRequest, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: "a " + modernVersion + " client sends no responses"})
+			return
+		}
+		if _, ok := h.legacySession(w, r, msg.ID); !ok {
+			return
+		}
+		h.b.Respond(r.Context(), msg)
+		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindNotification:
 		if !isModern(r, requestMeta(msg)) {
 			sess, ok := h.legacySession(w, r, nil)
@@ -90,6 +101,7 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 			writeError(w, f.status, msg.ID, f.err)
 			return
 		}
+		caller.CanStream = accepts(r.Header.Get("Accept"), "text/event-stream")
 		h.call(w, r, msg, caller, nil)
 	}
 }
@@ -106,15 +118,22 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Mes
 	if sess != nil {
 		defer sess.track(msg.ID, c)()
 	}
-	if c.Streams() && accepts(r.Header.Get("Accept"), "text/event-stream") {
-		h.stream(w, r, c, msg.ID)
+	if c.Streams() && caller.CanStream {
+		h.stream(w, r, c, msg.ID, nil)
 		return
 	}
 	for {
 		<-c.Wake()
-		_, resp, err, done := c.Take() // notifications have no place in a JSON answer
+		notes, resp, err, done := c.Take()
+		if caller.CanStream && slices.ContainsFunc(notes, isRequest) {
+			// Something must reach the client before the answer (a question
+			// it is asked): nothing is written yet, so the answer can still
+			// become a stream.
+			h.stream(w, r, c, msg.ID, notes)
+			return
+		}
 		if !done {
-			continue
+			continue // progress nobody asked a stream for has no place in JSON
 		}
 		if err != nil {
 			h.fail(w, r, msg.ID, err)
@@ -132,7 +151,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Mes
 
 // stream answers with SSE: the call's notifications as they come, then the
 // response, then the end of the stream. Only this goroutine writes to w.
-func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c Call, id []byte) {
+func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c Call, id []byte, first [][]byte) {
 	sse := newSSE(w, h.opts.ClientTimeout)
 	gone := func(err error) {
 		h.log.Info("client stopped taking the stream; its call is cancelled", "err", err,
@@ -141,6 +160,12 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c Call, id []b
 	if err := sse.open(); err != nil {
 		gone(err)
 		return
+	}
+	for _, n := range first {
+		if err := sse.event(n); err != nil {
+			gone(err)
+			return
+		}
 	}
 	keepAlive := time.NewTicker(h.opts.KeepAlive)
 	defer keepAlive.Stop()
@@ -216,6 +241,12 @@ func writeError(w http.ResponseWriter, status int, id []byte, e *jsonrpc.Error) 
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, jsonrpc.NewErrorResponse(id, e))
+}
+
+// isRequest tells a question for the client from a notification.
+func isRequest(msg []byte) bool {
+	m, err := jsonrpc.Parse(msg)
+	return err == nil && m.Kind == jsonrpc.KindRequest
 }
 
 func isJSON(contentType string) bool {

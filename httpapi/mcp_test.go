@@ -62,6 +62,8 @@ func (f *fakeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
 
 func (f *fakeBackend) Ready() bool { return f.ready }
 
+func (f *fakeBackend) Respond(ctx context.Context, answer *jsonrpc.Message) { f.notified <- answer }
+
 func (f *fakeBackend) next(t *testing.T) *fakeCall {
 	t.Helper()
 	select {
@@ -217,7 +219,6 @@ func TestBadInputIsRefused(t *testing.T) {
 		"batch":               {"POST", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"m"}]`, 400, jsonrpc.CodeInvalidRequest, "null"},
 		"not JSON-RPC":        {"POST", "application/json", `{"id":7,"method":"m"}`, 400, jsonrpc.CodeInvalidRequest, "7"},
 		"scalar":              {"POST", "application/json", `"hello"`, 400, jsonrpc.CodeInvalidRequest, "null"},
-		"a response":          {"POST", "application/json", `{"jsonrpc":"2.0","id":"r","result":{}}`, 400, jsonrpc.CodeInvalidRequest, `"r"`},
 		"too big":             {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"` + strings.Repeat("a", 2000) + `"}}`, 413, jsonrpc.CodeInvalidRequest, "null"},
 		"text/plain":          {"POST", "text/plain", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 415, jsonrpc.CodeInvalidRequest, "null"},
 		"no content type":     {"POST", "", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 415, jsonrpc.CodeInvalidRequest, "null"},
@@ -529,5 +530,47 @@ func TestTricklingBodyTimesOut(t *testing.T) {
 	case c := <-f.calls:
 		t.Errorf("a partial body reached the backend: %s", c.req.Raw)
 	default:
+	}
+}
+
+// A legacy client's response answers a question the gateway relayed; a
+// 2026-07-28 client sends none.
+func TestResponsesFromClients(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":"gw-1","result":{"action":"accept"}}`)
+	if resp.StatusCode != 202 {
+		t.Errorf("legacy response: status %d, want 202", resp.StatusCode)
+	}
+	if got := <-f.notified; string(got.ID) != `"gw-1"` {
+		t.Errorf("backend got %s", got.Raw)
+	}
+	resp = post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":"r","result":{}}`, "MCP-Protocol-Version", "2026-07-28")
+	if id, code := readRPCError(t, resp); resp.StatusCode != 400 || code != jsonrpc.CodeInvalidRequest || id != `"r"` {
+		t.Errorf("modern response: status %d code %d id %s", resp.StatusCode, code, id)
+	}
+}
+
+// A question for the client turns a JSON answer into a stream: the
+// question first, then the response.
+func TestQuestionTurnsTheAnswerIntoAStream(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	go func() {
+		c := f.next(t)
+		if !c.caller.CanStream {
+			t.Error("caller cannot stream although it accepts SSE")
+		}
+		c.note(`{"jsonrpc":"2.0","id":"gw-1","method":"sampling/createMessage","params":{}}`)
+		c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil)
+	}()
+	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, "Accept", "application/json, text/event-stream")
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type = %q", ct)
+	}
+	if events := readEvents(t, resp.Body, nil); len(events) != 2 || !strings.Contains(events[0], "sampling/createMessage") {
+		t.Errorf("events = %q", events)
 	}
 }

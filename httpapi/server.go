@@ -21,6 +21,7 @@ import (
 type Backend interface {
 	Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error)
 	Notify(ctx context.Context, n *jsonrpc.Message) error
+	Respond(ctx context.Context, answer *jsonrpc.Message)
 	Ready() bool
 }
 
@@ -48,6 +49,10 @@ func (a bridgeBackend) Call(ctx context.Context, req *jsonrpc.Message, caller br
 
 func (a bridgeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
 	return a.b.Notify(ctx, n)
+}
+
+func (a bridgeBackend) Respond(ctx context.Context, answer *jsonrpc.Message) {
+	a.b.Respond(ctx, answer)
 }
 
 func (a bridgeBackend) Ready() bool { return a.b.Ready() }

@@ -152,10 +152,11 @@ func (s *session) end(reason string) {
 	}
 }
 
-func (s *session) caller() bridge.Caller {
+func (s *session) caller(r *http.Request) bridge.Caller {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return bridge.Caller{Capabilities: s.caps, ClientInfo: s.info, LogLevel: s.logLevel}
+	return bridge.Caller{Capabilities: s.caps, ClientInfo: s.info, LogLevel: s.logLevel,
+		CanStream: accepts(r.Header.Get("Accept"), "text/event-stream")}
 }
 
 func (s *session) setLogLevel(level string) {

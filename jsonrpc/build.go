@@ -41,6 +41,12 @@ func NewRequest(id int64, method string, params []byte) []byte {
 	return appendTail(b, method, params)
 }
 
+// NewRequestRaw builds a compact request line with a raw JSON id.
+func NewRequestRaw(id []byte, method string, params []byte) []byte {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	return appendTail(b, method, params)
+}
+
 // NewNotification builds a compact notification line; params is raw JSON or nil.
 func NewNotification(method string, params []byte) []byte {
 	return appendTail([]byte(`{"jsonrpc":"2.0"`), method, params)

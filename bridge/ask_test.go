@@ -1,0 +1,264 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+var legacyStreamer = Caller{Capabilities: json.RawMessage(`{"sampling":{},"elicitation":{}}`), CanStream: true}
+var modernAsker = Caller{Modern: true, Capabilities: json.RawMessage(`{"sampling":{},"elicitation":{}}`), CanStream: true}
+
+// nextNote waits for the next message the call has for its client.
+func nextNote(t *testing.T, c *Call) *jsonrpc.Message {
+	t.Helper()
+	for {
+		select {
+		case <-c.Wake():
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing for the client")
+		}
+		notes, resp, err, done := c.Take()
+		if len(notes) > 0 {
+			m, perr := jsonrpc.Parse(notes[0])
+			if perr != nil {
+				t.Fatal(perr)
+			}
+			return m
+		}
+		if done {
+			t.Fatalf("the call ended (%s, %v) without a message for the client", resp, err)
+		}
+	}
+}
+
+// A legacy child's question reaches the one call's legacy client on its
+// stream, and the client's answer goes back under the child's own id.
+func TestLegacyChildAsksALegacyClient(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"child-q","method":"sampling/createMessage","params":{"maxTokens":5}}`)
+	q := nextNote(t, c)
+	if q.Kind != jsonrpc.KindRequest || q.Method != "sampling/createMessage" || string(q.Params) != `{"maxTokens":5}` || !strings.HasPrefix(string(q.ID), `"gw-`) {
+		t.Fatalf("client got %s", q.Raw)
+	}
+	answer, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + string(q.ID) + `,"result":{"role":"assistant","content":{"type":"text","text":"hi"}}}`))
+	w.b.Respond(context.Background(), answer)
+	got := child.next()
+	if string(got.ID) != `"child-q"` || !contains(got.Result, `"text":"hi"`) {
+		t.Errorf("child got %s, want the answer under its own id", got.Raw)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
+	if resp, err := c.Wait(); err != nil || !contains(resp, `"id":1`) {
+		t.Errorf("Wait = %s, %v", resp, err)
+	}
+	// A second answer to the same question is dropped, not delivered.
+	w.b.Respond(context.Background(), answer)
+}
+
+// Questions the gateway cannot route are refused at once.
+func TestUnroutableQuestionsAreRefused(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	refused := func(why string) {
+		t.Helper()
+		m := child.next()
+		if m.Kind != jsonrpc.KindResponse || m.Error == nil || !contains(m.Error, why) {
+			t.Errorf("child got %s, want a refusal saying %q", m.Raw, why)
+		}
+	}
+	child.send(`{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{}}`)
+	refused("no single call")
+
+	a, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{}`), CanStream: true})
+	ra := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":2,"method":"elicitation/create","params":{}}`)
+	refused("did not declare the elicitation capability")
+
+	b, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), legacyStreamer)
+	rb := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{}}`)
+	refused("no single call")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, ra.ID)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, rb.ID)
+	a.Wait()
+	b.Wait()
+
+	c, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{"sampling":{}}`)})
+	rc := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":{}}`)
+	refused("cannot take a stream")
+	child.send(`{"jsonrpc":"2.0","id":5,"method":"tasks/list","params":{}}`)
+	refused("does not serve tasks/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, rc.ID)
+	c.Wait()
+}
+
+// A legacy child's question for a 2026-07-28 client parks the call: the
+// client gets an InputRequiredResult, and its retry continues the same
+// call on the child.
+func TestLegacyChildAsksAModernClient(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"test_elicitation"}}`), modernAsker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"q1","method":"elicitation/create","params":{"message":"name?"}}`)
+	resp, err := c.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var irr struct {
+		ID     json.RawMessage `json:"id"`
+		Result struct {
+			ResultType    string `json:"resultType"`
+			InputRequests map[string]struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			} `json:"inputRequests"`
+			RequestState string `json:"requestState"`
+		} `json:"result"`
+	}
+	json.Unmarshal(resp, &irr)
+	if string(irr.ID) != `"first"` || irr.Result.ResultType != "input_required" || len(irr.Result.InputRequests) != 1 || !strings.HasPrefix(irr.Result.RequestState, "gw1.") {
+		t.Fatalf("first answer = %s", resp)
+	}
+	var key string
+	for k, r := range irr.Result.InputRequests {
+		key = k
+		if r.Method != "elicitation/create" || string(r.Params) != `{"message":"name?"}` {
+			t.Errorf("input request = %+v", r)
+		}
+	}
+	retry := func(id, responses, state string) *Call {
+		t.Helper()
+		r, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"test_elicitation","inputResponses":`+responses+`,"requestState":"`+state+`"}}`), modernAsker)
+		if err != nil {
+			t.Fatalf("retry: %v", err)
+		}
+		return r
+	}
+	// A retry without the answer is asked again, and the child sees nothing.
+	again, _ := retry(`"again"`, `{}`, irr.Result.RequestState).Wait()
+	if !contains(again, `"input_required"`) || !contains(again, `"id":"again"`) {
+		t.Errorf("retry without answers got %s", again)
+	}
+	// A tampered state is refused.
+	if _, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"requestState":"`+irr.Result.RequestState+`x"}}`), modernAsker); gatewayCode(t, err) != jsonrpc.CodeInvalidParams {
+		t.Errorf("tampered state: %v", err)
+	}
+	// The real retry answers the child and gets the call's result.
+	r := retry(`"second"`, `{"`+key+`":{"action":"accept","content":{"name":"Ada"}}}`, irr.Result.RequestState)
+	got := child.next()
+	if string(got.ID) != `"q1"` || !contains(got.Result, `"Ada"`) {
+		t.Fatalf("child got %s, want the answer to q1", got.Raw)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"hello Ada"}]}}`, req.ID)
+	final, err := r.Wait()
+	if err != nil || string(final) != `{"jsonrpc":"2.0","id":"second","result":{"resultType":"complete","content":[{"type":"text","text":"hello Ada"}]}}` {
+		t.Errorf("retry got %s, %v", final, err)
+	}
+	// The state is spent.
+	if _, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"requestState":"`+irr.Result.RequestState+`"}}`), modernAsker); gatewayCode(t, err) != jsonrpc.CodeInvalidParams {
+		t.Errorf("a spent state: %v", err)
+	}
+}
+
+// A parked call whose client never comes back is cancelled toward the
+// child, and the child's question is refused.
+func TestParkedCallIsAbandoned(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+		w.b = New(w.start, Options{Era: EraLegacy, IdleTimeout: time.Minute})
+		child := <-w.children
+		defer child.exit()
+		defer w.b.Close(context.Background())
+		c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), modernAsker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := child.expect("tools/call")
+		child.send(`{"jsonrpc":"2.0","id":"q","method":"sampling/createMessage","params":{}}`)
+		c.Wait()
+		start := time.Now()
+		// Read the channel itself: next's ten-second guard would fire first
+		// on the bubble's clock. Both go out at once, in either order.
+		var cancelled, refused bool
+		for range 2 {
+			m := <-child.got
+			switch {
+			case m.Method == "notifications/cancelled" && contains(m.Params, `"requestId":`+string(req.ID)):
+				cancelled = true
+			case string(m.ID) == `"q"` && m.Error != nil:
+				refused = true
+			default:
+				t.Errorf("child got %s", m.Raw)
+			}
+		}
+		if !cancelled || !refused || time.Since(start) != time.Minute {
+			t.Errorf("after %v: cancelled %v, question refused %v; want both after the idle timeout", time.Since(start), cancelled, refused)
+		}
+	})
+}
+
+// A modern child's InputRequiredResult for a legacy client becomes
+// questions on the client's stream; with the answers the gateway retries
+// the child, carrying its requestState, and relays the final result.
+func TestModernChildAsksALegacyClient(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	child := w.child()
+	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"resultType":"input_required","inputRequests":{"s":{"method":"sampling/createMessage","params":{"maxTokens":9}}},"requestState":"child-state"}}`, first.ID)
+	q := nextNote(t, c)
+	if q.Method != "sampling/createMessage" || string(q.Params) != `{"maxTokens":9}` {
+		t.Fatalf("client got %s", q.Raw)
+	}
+	answer, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + string(q.ID) + `,"result":{"content":{"type":"text","text":"Paris"}}}`))
+	w.b.Respond(context.Background(), answer)
+	second := child.expect("tools/call")
+	if string(second.ID) == string(first.ID) {
+		t.Errorf("the retry reused id %s", second.ID)
+	}
+	var p struct {
+		Name           string                     `json:"name"`
+		InputResponses map[string]json.RawMessage `json:"inputResponses"`
+		RequestState   string                     `json:"requestState"`
+	}
+	json.Unmarshal(second.Params, &p)
+	if p.Name != "test_sampling" || p.RequestState != "child-state" || string(p.InputResponses["s"]) != `{"content":{"type":"text","text":"Paris"}}` {
+		t.Errorf("retry params = %s", second.Params)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","content":[]}}`, second.ID)
+	if resp, err := c.Wait(); err != nil || !strings.HasPrefix(string(resp), `{"jsonrpc":"2.0","id":7,`) {
+		t.Errorf("Wait = %s, %v", resp, err)
+	}
+
+	// A client that cannot answer is told so.
+	c2, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":8,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{}`), CanStream: true})
+	m := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"resultType":"input_required","inputRequests":{"e":{"method":"elicitation/create","params":{}}}}}`, m.ID)
+	if _, err := c2.Wait(); err == nil || !strings.Contains(err.Error(), "did not declare") {
+		t.Errorf("Wait = %v, want an error saying the client cannot answer", err)
+	}
+}

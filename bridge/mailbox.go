@@ -1,0 +1,106 @@
+package bridge
+
+import "sync"
+
+// mailbox hands a call's messages and end from the reader to the owner
+// without ever blocking the reader.
+type mailbox struct {
+	mu      sync.Mutex
+	notes   []note
+	max     int
+	dropped int // log messages that found the mailbox full
+	code    int // the child's error code when resp is an error response
+	resp    []byte
+	err     error
+	done    bool
+	wake    chan struct{} // 1-buffered: a pending signal, never a queue
+}
+
+type noteKind int
+
+const (
+	noteProgress noteKind = iota // cumulative: a newer one makes it obsolete
+	noteLog                      // may be dropped when the owner falls behind
+	noteAsk                      // a request the client must answer: never dropped
+)
+
+type note struct {
+	raw  []byte
+	kind noteKind
+}
+
+func (m *mailbox) init(max int) {
+	m.max = max
+	m.wake = make(chan struct{}, 1)
+}
+
+func (m *mailbox) signal() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// note queues a message; it reports false once the call has ended. Over
+// the limit, a progress notification replaces a progress notification
+// queued last (the latest value wins, and the order is kept), a log message
+// is dropped, and a request to the client is always kept: the call cannot
+// go on without its answer, and there are few.
+func (m *mailbox) note(b []byte, kind noteKind) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done {
+		return false
+	}
+	switch {
+	case len(m.notes) < m.max || kind == noteAsk:
+		m.notes = append(m.notes, note{b, kind})
+	case kind == noteProgress && m.notes[len(m.notes)-1].kind == noteProgress:
+		m.notes[len(m.notes)-1] = note{b, kind}
+	default:
+		m.dropped++
+	}
+	m.signal()
+	return true
+}
+
+func (m *mailbox) finish(resp []byte, err error) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done {
+		return false
+	}
+	m.resp, m.err, m.done = resp, err, true
+	m.signal()
+	return true
+}
+
+// setErrorCode records the code of the child's error response, before the
+// response itself is delivered.
+func (m *mailbox) setErrorCode(code int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.code = code
+}
+
+// peek reports the call's state without taking anything.
+func (m *mailbox) peek() (notes int, resp []byte, err error, done bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.notes), m.resp, m.err, m.done
+}
+
+func (m *mailbox) take() ([][]byte, []byte, error, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var notes [][]byte
+	for _, n := range m.notes {
+		notes = append(notes, n.raw)
+	}
+	m.notes = nil
+	if m.done {
+		// Keep signalling: a later Take must see the end again.
+		m.signal()
+	}
+	return notes, m.resp, m.err, m.done
+}
