@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
@@ -134,7 +135,7 @@ func (s *session) question(m *jsonrpc.Message) {
 		s.refuseChild(m.ID, m.Method, fmt.Sprintf("no single call in flight whose client could answer %s", m.Method))
 		return
 	}
-	a := &ask{id: newAskID(), method: m.Method, params: m.Params, ex: ex, childID: m.ID}
+	a := &ask{id: newAskID(), method: m.Method, params: m.Params, ex: ex, childID: m.ID, key: inputKey(m.ID)}
 	ex.mu.Lock()
 	c := ex.call
 	var caller Caller
@@ -145,6 +146,12 @@ func (s *session) question(m *jsonrpc.Message) {
 	}
 	switch {
 	case !hasCapability(caller.Capabilities, capability):
+		if caller.Modern && c != nil {
+			// If nothing the child asks can be asked, the call needs a
+			// capability the client lacks: -32021, decided in flushParks.
+			ex.missing = append(ex.missing, capability)
+			s.parkSoon(ex)
+		}
 		ex.mu.Unlock()
 		s.refuseChild(m.ID, m.Method, fmt.Sprintf("the client did not declare the %s capability", capability))
 		return
@@ -157,39 +164,128 @@ func (s *session) question(m *jsonrpc.Message) {
 		ex.asks = map[string]*ask{}
 	}
 	ex.asks[a.id] = a
-	if caller.Modern {
-		// A 2026-07-28 client is asked with an InputRequiredResult, and
-		// answers with a retry (see park.go).
-		if c != nil {
-			irr := ex.parkLocked(c)
+	if caller.Modern && c != nil {
+		if answer, ok := c.inputResponse(a.key); ok {
+			// The client's request already carries the answer.
+			delete(ex.asks, a.id)
 			ex.mu.Unlock()
-			c.finish(jsonrpc.NewResult(c.clientID, irr), nil)
+			s.b.spawn(func() { s.toChild(context.Background(), jsonrpc.NewResult(a.childID, answer), a.method) })
 			return
 		}
+	}
+	if caller.Modern {
+		// A 2026-07-28 client is asked with an InputRequiredResult, and
+		// answers with a retry (see park.go). The call is parked once the
+		// questions that arrived together are all in, so that one result
+		// carries them all.
+		for _, other := range ex.asks {
+			if other != a && other.key == a.key {
+				a.key += "#" + strconv.Itoa(len(ex.asks))
+			}
+		}
+		if c != nil {
+			s.parkSoon(ex)
+		}
 		ex.mu.Unlock()
-		return // already parked: the retry will see it
+		return
 	}
 	ex.mu.Unlock()
 	s.b.registerAsk(a)
 	c.box.note(a.request(), noteAsk)
 }
 
-// onlyExchange is the single client exchange in flight, or nil when there
-// is none or more than one.
+// inputResponse is the answer the call's own request carries for key, in
+// its inputResponses: a 2026-07-28 request may supply input up front.
+func (c *Call) inputResponse(key string) (json.RawMessage, bool) {
+	if c.req == nil || len(c.req.Params) == 0 {
+		return nil, false
+	}
+	sp, ok, _ := jsonrpc.Lookup(c.req.Params, "inputResponses", key)
+	if !ok || c.req.Params[sp.Start] != '{' {
+		return nil, false
+	}
+	return json.RawMessage(c.req.Params[sp.Start:sp.End]), true
+}
+
+// parkSoon queues the exchange for flushParks. ex.mu is held.
+func (s *session) parkSoon(ex *exchange) {
+	if !ex.parkSoon {
+		ex.parkSoon = true
+		s.toPark = append(s.toPark, ex)
+	}
+}
+
+// flushParks parks the calls whose questions are all in (see question):
+// the client gets one InputRequiredResult with every question it can
+// answer. A call none of whose questions it can answer needs a capability
+// the client did not declare, and ends with -32021. Only the reader calls
+// it, between messages.
+func (s *session) flushParks() {
+	for _, ex := range s.toPark {
+		ex.mu.Lock()
+		c, missing := ex.call, ex.missing
+		ex.parkSoon, ex.missing = false, nil
+		switch {
+		case c == nil:
+			ex.mu.Unlock() // answered or ended meanwhile
+		case len(ex.asks) > 0:
+			irr := ex.parkLocked(c)
+			ex.mu.Unlock()
+			c.finish(jsonrpc.NewResult(c.clientID, irr), nil)
+		case len(missing) > 0:
+			ex.mu.Unlock()
+			c.abort(missingCapabilities(missing), "the client lacks a capability the request needs")
+		default:
+			ex.mu.Unlock()
+		}
+	}
+	s.toPark = s.toPark[:0]
+}
+
+// missingCapabilities is 2026-07-28's error for a request that needs client
+// capabilities the client did not declare.
+func missingCapabilities(names []string) *jsonrpc.Error {
+	caps := map[string]struct{}{}
+	for _, n := range names {
+		caps[n] = struct{}{}
+	}
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": caps})
+	return &jsonrpc.Error{Code: codeMissingCapability, Message: "the request needs client capabilities the client did not declare: " + strings.Join(names, ", "), Data: data}
+}
+
+// inputKey names a legacy child's question in an InputRequiredResult: its
+// request id, which is what identifies it, without the quotes of a string.
+func inputKey(id []byte) string {
+	if s, err := strconv.Unquote(string(id)); err == nil && len(id) > 0 && id[0] == '"' {
+		return s
+	}
+	return string(id)
+}
+
+// onlyExchange is the exchange a question from the child belongs to, when
+// the gateway can tell: the one call in flight, or, with none, the one call
+// parked waiting for its client's answers. nil otherwise.
 func (s *session) onlyExchange() *exchange {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var only *exchange
+	var active, parked []*exchange
 	for _, ex := range s.pending {
 		if ex.internal || ex.method == "subscriptions/listen" {
 			continue
 		}
-		if only != nil {
-			return nil
+		if ex.current() != nil {
+			active = append(active, ex)
+		} else {
+			parked = append(parked, ex)
 		}
-		only = ex
 	}
-	return only
+	switch {
+	case len(active) == 1:
+		return active[0]
+	case len(active) == 0 && len(parked) == 1:
+		return parked[0]
+	}
+	return nil
 }
 
 // closeAsks drops the exchange's questions. With a reason, the child is

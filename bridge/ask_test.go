@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -262,3 +263,118 @@ func TestModernChildAsksALegacyClient(t *testing.T) {
 		t.Errorf("Wait = %v, want an error saying the client cannot answer", err)
 	}
 }
+
+// Questions that arrive together go out together, in one
+// InputRequiredResult named by the child's request ids; each round of a
+// multi-round call gets a requestState of its own, and a stale one is
+// refused.
+func TestQuestionsForAModernClientAreBatchedPerRound(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	caller := Caller{Modern: true, Capabilities: json.RawMessage(`{"sampling":{},"elicitation":{},"roots":{}}`)}
+	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := child.expect("tools/call")
+	// Three questions in one write, as a child that sends them at once does.
+	child.send(`{"jsonrpc":"2.0","id":"user_name","method":"elicitation/create","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","id":"greeting","method":"sampling/createMessage","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","id":7,"method":"roots/list","params":{}}`)
+	resp, _ := c.Wait()
+	var irr struct {
+		Result struct {
+			InputRequests map[string]struct{ Method string } `json:"inputRequests"`
+			RequestState  string                             `json:"requestState"`
+		} `json:"result"`
+	}
+	json.Unmarshal(resp, &irr)
+	if len(irr.Result.InputRequests) != 3 || irr.Result.InputRequests["user_name"].Method != "elicitation/create" ||
+		irr.Result.InputRequests["greeting"].Method != "sampling/createMessage" || irr.Result.InputRequests["7"].Method != "roots/list" {
+		t.Fatalf("first answer = %s, want all three questions named by the child's ids", resp)
+	}
+	retry := func(responses, state string) (*Call, error) {
+		return w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"inputResponses":`+responses+`,"requestState":"`+state+`"}}`), caller)
+	}
+	r, err := retry(`{"user_name":{"action":"accept","content":{}},"greeting":{"content":{}},"7":{"roots":[]},"extra":{}}`, irr.Result.RequestState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for range 3 {
+		got[string(child.next().ID)] = true
+	}
+	if !got[`"user_name"`] || !got[`"greeting"`] || !got["7"] {
+		t.Errorf("child got answers for %v", got)
+	}
+	// A second round: a new question, a new state; the first state is stale.
+	child.send(`{"jsonrpc":"2.0","id":"step2","method":"elicitation/create","params":{}}`)
+	resp, _ = r.Wait()
+	var second struct {
+		Result struct {
+			RequestState string `json:"requestState"`
+		} `json:"result"`
+	}
+	json.Unmarshal(resp, &second)
+	if second.Result.RequestState == "" || second.Result.RequestState == irr.Result.RequestState {
+		t.Errorf("second round state %q, want a new one", second.Result.RequestState)
+	}
+	if _, err := retry(`{"step2":{"action":"accept","content":{}}}`, irr.Result.RequestState); gatewayCode(t, err) != jsonrpc.CodeInvalidParams {
+		t.Errorf("a stale state: %v", err)
+	}
+	final, err := retry(`{"step2":{"action":"accept","content":{}}}`, second.Result.RequestState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := child.next(); string(m.ID) != `"step2"` {
+		t.Errorf("child got %s", m.Raw)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
+	if resp, err := final.Wait(); err != nil || !contains(resp, `"resultType":"complete"`) {
+		t.Errorf("final = %s, %v", resp, err)
+	}
+}
+
+// A modern client gets the questions it can answer; when it can answer
+// none, the call needs a capability it lacks: -32021, naming it.
+func TestModernClientCapabilitiesLimitTheQuestions(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	caller := Caller{Modern: true, Capabilities: json.RawMessage(`{"sampling":{}}`)}
+
+	c, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), caller)
+	child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"e","method":"elicitation/create","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{}}`)
+	if m := child.next(); string(m.ID) != `"e"` || m.Error == nil {
+		t.Errorf("child got %s, want the elicitation refused", m.Raw)
+	}
+	resp, _ := c.Wait()
+	if !contains(resp, `"s":{"method":"sampling/createMessage"`) || contains(resp, "elicitation") {
+		t.Errorf("first answer = %s, want the sampling question only", resp)
+	}
+
+	w2 := newWorld(t, legacy(), autoReply{initialize: true})
+	child2 := w2.child()
+	c2, _ := w2.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{Modern: true, Capabilities: json.RawMessage(`{}`)})
+	req := child2.expect("tools/call")
+	child2.send(`{"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{}}`)
+	_, err := c2.Wait()
+	var e *jsonrpc.Error
+	if !errorsAs(err, &e) || e.Code != -32021 || string(e.Data) != `{"requiredCapabilities":{"sampling":{}}}` {
+		t.Fatalf("Wait = %v, want -32021 naming sampling", err)
+	}
+	var refused, cancelled bool
+	for range 2 {
+		m := child2.next()
+		refused = refused || (string(m.ID) == `"s"` && m.Error != nil)
+		cancelled = cancelled || (m.Method == "notifications/cancelled" && contains(m.Params, `"requestId":`+string(req.ID)))
+	}
+	if !refused || !cancelled {
+		t.Errorf("child's question refused %v, call cancelled %v; want both", refused, cancelled)
+	}
+}
+
+func errorsAs(err error, target **jsonrpc.Error) bool { return errors.As(err, target) }

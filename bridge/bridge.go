@@ -37,6 +37,12 @@ type Transport interface {
 // longer carry messages at all, as opposed to failing one write.
 type breaker interface{ Broken() bool }
 
+// bufferer is implemented by transports that can tell whether more of the
+// child's output has already arrived (so the next ReadMessage will not
+// wait). The bridge uses it to see the child's questions that arrive
+// together as one batch.
+type bufferer interface{ Buffered() bool }
+
 // skippedMessage is implemented by read errors that cost one message and
 // leave the stream usable, such as a line over the size limit. Head is the
 // message's first bytes.

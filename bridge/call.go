@@ -59,11 +59,11 @@ func (b *Bridge) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) 
 		return s.answerDiscover(req)
 	}
 	if s.era == EraLegacy {
-		if id, ours, err := b.ownState(req); ours {
+		if id, round, ours, err := b.ownState(req); ours {
 			if err != nil {
 				return nil, err
 			}
-			return b.resume(ctx, req, caller, id)
+			return b.resume(ctx, req, caller, id, round)
 		}
 	}
 	if caller.LogLevel != "" {

@@ -30,6 +30,9 @@ type exchange struct {
 	final        *jsonrpc.Message // the child's answer, when it came while parked
 	parkTimer    *time.Timer      // ends a parked exchange the client does not continue
 	parkedFor    Caller           // the client a parked exchange waits for
+	parkSoon     bool             // questions for a modern client are coming in (see flushParks)
+	missing      []string         // capabilities the child asked for that the modern client lacks
+	round        int              // how many times the exchange has been parked
 }
 
 type writeState int

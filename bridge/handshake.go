@@ -18,7 +18,14 @@ const ModernVersion = "2026-07-28"
 // newest first.
 var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-const codeUnsupportedVersion = -32022
+const (
+	codeUnsupportedVersion = -32022
+	codeMissingCapability  = -32021
+)
+
+// relayedCapabilities are the client capabilities the gateway declares to
+// a legacy child.
+const relayedCapabilities = `{"sampling":{},"elicitation":{},"roots":{}}`
 
 // handshake settles the child's era and, for a legacy child, initializes it.
 // Nothing else is sent to the child before it returns.
@@ -65,12 +72,14 @@ func (s *session) probe(ctx context.Context) (Era, error) {
 }
 
 // initialize performs the legacy handshake once per child process. The
-// gateway declares no client capabilities: it cannot serve roots, sampling
-// or elicitation for the child, so a compliant child will not ask.
+// gateway declares the client capabilities it can serve by relaying the
+// child's requests to the client of the call in flight (see question):
+// sampling, elicitation and roots, with no list-change notifications. A
+// request no client can answer is refused at once.
 func (s *session) initialize(ctx context.Context) error {
 	params, _ := json.Marshal(map[string]any{
 		"protocolVersion": legacyVersions[0],
-		"capabilities":    map[string]any{},
+		"capabilities":    json.RawMessage(relayedCapabilities),
 		"clientInfo":      s.b.clientInfo(),
 	})
 	resp, err := s.internal(ctx, "initialize", params, s.b.opts.HandshakeTimeout)

@@ -54,6 +54,10 @@ func (p *pipeTransport) ReadMessage() ([]byte, error) {
 	}
 }
 
+// Buffered reports what the stdio transport reports: whether more output
+// is already read.
+func (p *pipeTransport) Buffered() bool { return p.r.Buffered() > 0 }
+
 func (p *pipeTransport) WriteMessage(ctx context.Context, msg []byte) error {
 	if bytes.IndexByte(msg, '\n') >= 0 {
 		return errors.New("message with a newline")

@@ -178,8 +178,8 @@ func TestHandshakeByEra(t *testing.T) {
 						Capabilities    json.RawMessage `json:"capabilities"`
 					}
 					json.Unmarshal(m.Params, &p)
-					if p.ProtocolVersion != "2025-11-25" || string(p.Capabilities) != "{}" {
-						t.Errorf("initialize params = %s, want 2025-11-25 and no client capabilities", m.Params)
+					if p.ProtocolVersion != "2025-11-25" || string(p.Capabilities) != relayedCapabilities {
+						t.Errorf("initialize params = %s, want 2025-11-25 and the relayed client capabilities", m.Params)
 					}
 				}
 			}

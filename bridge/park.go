@@ -28,9 +28,10 @@ import (
 
 const statePrefix = "gw1."
 
-// stateFor mints the requestState for a parked exchange.
-func (b *Bridge) stateFor(id int64) string {
-	body := strconv.FormatInt(id, 10)
+// stateFor mints the requestState for a parked exchange's round: each round
+// gets a state of its own, and only the latest continues the call.
+func (b *Bridge) stateFor(id int64, round int) string {
+	body := strconv.FormatInt(id, 10) + "." + strconv.Itoa(round)
 	mac := hmac.New(sha256.New, b.stateKey[:])
 	mac.Write([]byte(body))
 	enc := base64.RawURLEncoding
@@ -42,17 +43,17 @@ func (b *Bridge) stateFor(id int64) string {
 // state must also carry the gateway's signature. Only a legacy child's
 // calls are ever parked: a modern child's requestState is its own and
 // passes through untouched.
-func (b *Bridge) ownState(req *jsonrpc.Message) (id int64, ours bool, err error) {
+func (b *Bridge) ownState(req *jsonrpc.Message) (id int64, round int, ours bool, err error) {
 	if len(req.Params) == 0 || req.Params[0] != '{' {
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	sp, ok, _ := jsonrpc.Lookup(req.Params, "requestState")
 	if !ok {
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	var state string
 	if json.Unmarshal(req.Params[sp.Start:sp.End], &state) != nil || !strings.HasPrefix(state, statePrefix) {
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	tampered := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState failed its integrity check"}
 	body64, mac64, ok := strings.Cut(strings.TrimPrefix(state, statePrefix), ".")
@@ -60,18 +61,20 @@ func (b *Bridge) ownState(req *jsonrpc.Message) (id int64, ours bool, err error)
 	body, err1 := enc.DecodeString(body64)
 	sum, err2 := enc.DecodeString(mac64)
 	if !ok || err1 != nil || err2 != nil {
-		return 0, true, tampered
+		return 0, 0, true, tampered
 	}
 	mac := hmac.New(sha256.New, b.stateKey[:])
 	mac.Write(body)
 	if !hmac.Equal(sum, mac.Sum(nil)) {
-		return 0, true, tampered
+		return 0, 0, true, tampered
 	}
-	id, perr := strconv.ParseInt(string(body), 10, 64)
-	if perr != nil {
-		return 0, true, tampered
+	idText, roundText, _ := strings.Cut(string(body), ".")
+	id, perr := strconv.ParseInt(idText, 10, 64)
+	round, rerr := strconv.Atoi(roundText)
+	if perr != nil || rerr != nil {
+		return 0, 0, true, tampered
 	}
-	return id, true, nil
+	return id, round, true, nil
 }
 
 // parkLocked parks the exchange while its call's client supplies input, and
@@ -79,6 +82,7 @@ func (b *Bridge) ownState(req *jsonrpc.Message) (id int64, ours bool, err error)
 func (ex *exchange) parkLocked(c *Call) []byte {
 	ex.call = nil
 	ex.parkedFor = c.caller
+	ex.round++
 	ex.parkTimer = time.AfterFunc(ex.s.b.opts.IdleTimeout, ex.abandon)
 	ex.s.b.park(ex)
 	return ex.inputRequiredLocked()
@@ -87,14 +91,12 @@ func (ex *exchange) parkLocked(c *Call) []byte {
 func (ex *exchange) inputRequiredLocked() []byte {
 	requests := map[string]any{}
 	for _, a := range ex.asks {
-		// The key is the ask's id without its quotes.
-		key, _ := strconv.Unquote(a.id)
-		requests[key] = map[string]json.RawMessage{"method": json.RawMessage(strconv.Quote(a.method)), "params": orEmpty(a.params)}
+		requests[a.key] = map[string]json.RawMessage{"method": json.RawMessage(strconv.Quote(a.method)), "params": orEmpty(a.params)}
 	}
 	out, _ := json.Marshal(map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": requests,
-		"requestState":  ex.s.b.stateFor(ex.id),
+		"requestState":  ex.s.b.stateFor(ex.id, ex.round),
 	})
 	return out
 }
@@ -133,7 +135,7 @@ func (b *Bridge) parkedExchange(id int64) *exchange {
 // resume continues a parked call with the client's retry: the answers go
 // to the child, and the retry gets the call's result. Answers still
 // missing are asked for again.
-func (b *Bridge) resume(ctx context.Context, req *jsonrpc.Message, caller Caller, id int64) (*Call, error) {
+func (b *Bridge) resume(ctx context.Context, req *jsonrpc.Message, caller Caller, id int64, round int) (*Call, error) {
 	ex := b.parkedExchange(id)
 	if ex == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
@@ -161,9 +163,12 @@ func (b *Bridge) resume(ctx context.Context, req *jsonrpc.Message, caller Caller
 		ex.mu.Unlock()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this requestState is already being continued by another request"}
 	}
+	if round != ex.round {
+		ex.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this requestState is from an earlier round; use the latest one"}
+	}
 	for aid, a := range ex.asks {
-		key, _ := strconv.Unquote(aid)
-		r, ok := p.InputResponses[key]
+		r, ok := p.InputResponses[a.key]
 		if !ok || len(r) == 0 || r[0] != '{' {
 			continue // missing or not a result: asked for again below
 		}

@@ -33,6 +33,7 @@ type session struct {
 	done    chan struct{} // closed when the reader has stopped and every call has ended
 	ready   bool          // handshake done; guarded by b.mu
 	replies atomic.Int32
+	toPark  []*exchange // calls to park once the child's questions that came together are all in; reader only
 
 	// Set by the handshake, read-only afterwards.
 	era            Era
@@ -147,6 +148,9 @@ func (s *session) readLoop() {
 			return
 		}
 		s.dispatchLine(line)
+		if br, ok := s.t.(bufferer); !ok || !br.Buffered() {
+			s.flushParks()
+		}
 	}
 }
 
@@ -300,11 +304,12 @@ func (s *session) routeLog(m *jsonrpc.Message) {
 	wanting, total := 0, 0
 	s.mu.Lock()
 	for _, ex := range s.pending {
-		if ex.internal {
-			continue
+		c := ex.current()
+		if ex.internal || c == nil {
+			continue // parked calls wait for their client; they do not log
 		}
 		total++
-		if c := ex.current(); c != nil && c.caller.LogLevel != "" {
+		if c.caller.LogLevel != "" {
 			wanting++
 			target = c
 		}

@@ -222,7 +222,8 @@ func asRPCError(err error) *jsonrpc.Error {
 // statusFor is the one mapping from a gateway error code to an HTTP status.
 func statusFor(code int) int {
 	switch code {
-	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidParams:
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidParams,
+		codeHeaderMismatch, codeMissingCapability, codeUnsupportedVersion:
 		return http.StatusBadRequest
 	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound

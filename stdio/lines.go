@@ -104,6 +104,11 @@ func trimEOL(b []byte) []byte {
 	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
+// Buffered reports whether more of the child's output has already been
+// read, so that the next ReadMessage returns without waiting. Only the
+// reading goroutine may call it.
+func (p *Process) Buffered() bool { return p.lines.br.Buffered() > 0 }
+
 // Broken reports whether stdin can no longer carry messages.
 func (p *Process) Broken() bool { return p.broken.Load() }
 

@@ -122,7 +122,7 @@ func (s *server) prompts() []prompt {
 		{name: "test_prompt_with_image", description: "A prompt with an image", get: func(context.Context, *request, map[string]string) (any, *rpcError) {
 			return messages(map[string]any{"role": "user", "content": imageContent()}, userText("Please analyze the image above.")), nil
 		}},
-		{name: "test_input_required_result_prompt", description: "A prompt that asks for context first", eras: "modern",
+		{name: "test_input_required_result_prompt", description: "A prompt that asks for context first",
 			get: func(ctx context.Context, r *request, _ map[string]string) (any, *rpcError) {
 				answers, result, rerr := s.gather(ctx, r, []inputRequest{elicitRequest("user_context", "What context should the prompt use?",
 					object(map[string]any{"context": map[string]any{"type": "string"}}, "context"))}, "")

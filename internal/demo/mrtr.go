@@ -72,17 +72,11 @@ func (s *server) gather(ctx context.Context, r *request, reqs []inputRequest, st
 			return nil, nil, &rpcError{Code: -32603, Message: "this tool needs the client's " + q.capability + " capability, which it did not declare"}
 		}
 	}
-	answers = map[string]json.RawMessage{}
 	if !r.modern {
-		for _, q := range reqs {
-			resp, rerr := s.ask(ctx, q.method, q.params)
-			if rerr != nil {
-				return nil, nil, rerr
-			}
-			answers[q.key] = resp
-		}
-		return answers, nil, nil
+		answers, rerr := s.askAll(ctx, reqs)
+		return answers, nil, rerr
 	}
+	answers = map[string]json.RawMessage{}
 	rt := r.retry()
 	if rt.malformed {
 		return nil, nil, invalidParams("inputResponses must be an object whose values are the results of the input requests", nil)
@@ -254,8 +248,10 @@ type roundState struct {
 func (s *server) mrtrTools() []tool {
 	noArgs := object(map[string]any{})
 	nameSchema := object(map[string]any{"name": map[string]any{"type": "string"}}, "name")
+	// Served in both eras: a legacy request asks with requests of its own,
+	// which a gateway turns into the same rounds for a modern client.
 	mk := func(name, desc string, run func(context.Context, *request, json.RawMessage) (any, *rpcError)) tool {
-		return tool{name: name, description: desc, schema: noArgs, eras: "modern", run: run}
+		return tool{name: name, description: desc, schema: noArgs, run: run}
 	}
 	return []tool{
 		mk("test_input_required_result_elicitation", "Asks for the user's name, then greets them.", func(ctx context.Context, r *request, _ json.RawMessage) (any, *rpcError) {
@@ -332,8 +328,16 @@ func (s *server) mrtrTools() []tool {
 }
 
 // stateful is a one-round input-required tool whose requestState must come
-// back unchanged.
+// back unchanged. A legacy request has no state to check: the round trip
+// is the client's answer to the demo's own request.
 func (s *server) stateful(ctx context.Context, r *request, name string, reqs []inputRequest, done func(map[string]json.RawMessage) (any, *rpcError)) (any, *rpcError) {
+	if !r.modern {
+		answers, rerr := s.askAll(ctx, reqs)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return done(answers)
+	}
 	rt := r.retry()
 	if rt.state != "" {
 		var st roundState
@@ -356,6 +360,21 @@ func (s *server) stateful(ctx context.Context, r *request, name string, reqs []i
 
 func (s *server) multiRound(ctx context.Context, r *request, _ json.RawMessage) (any, *rpcError) {
 	const name = "test_input_required_result_multi_round"
+	step1 := elicitRequest("step1", "Step 1: What is your name?", object(map[string]any{"name": map[string]any{"type": "string"}}, "name"))
+	step2 := elicitRequest("step2", "Step 2: What is your favorite color?", object(map[string]any{"color": map[string]any{"type": "string"}}, "color"))
+	if !r.modern {
+		first, rerr := s.askAll(ctx, []inputRequest{step1})
+		if rerr != nil {
+			return nil, rerr
+		}
+		second, rerr := s.askAll(ctx, []inputRequest{step2})
+		if rerr != nil {
+			return nil, rerr
+		}
+		_, got1 := elicited(first["step1"])
+		_, got2 := elicited(second["step2"])
+		return text(fmt.Sprintf("%v likes %v.", got1["name"], got2["color"])), nil
+	}
 	rt := r.retry()
 	st := roundState{Tool: name, Round: 1}
 	if rt.state != "" {
@@ -364,19 +383,16 @@ func (s *server) multiRound(ctx context.Context, r *request, _ json.RawMessage) 
 		}
 	}
 	if st.Round == 1 {
-		answers, result, rerr := s.gather(ctx, r, []inputRequest{elicitRequest("step1", "Step 1: What is your name?",
-			object(map[string]any{"name": map[string]any{"type": "string"}}, "name"))}, s.sign(st))
+		answers, result, rerr := s.gather(ctx, r, []inputRequest{step1}, s.sign(st))
 		if answers == nil {
 			return result, rerr
 		}
 		_, got := elicited(answers["step1"])
 		name, _ := got["name"].(string)
 		next := roundState{Tool: st.Tool, Round: 2, Name: name}
-		return inputRequired([]inputRequest{elicitRequest("step2", "Step 2: What is your favorite color?",
-			object(map[string]any{"color": map[string]any{"type": "string"}}, "color"))}, s.sign(next)), nil
+		return inputRequired([]inputRequest{step2}, s.sign(next)), nil
 	}
-	answers, result, rerr := s.gather(ctx, r, []inputRequest{elicitRequest("step2", "Step 2: What is your favorite color?",
-		object(map[string]any{"color": map[string]any{"type": "string"}}, "color"))}, s.sign(st))
+	answers, result, rerr := s.gather(ctx, r, []inputRequest{step2}, s.sign(st))
 	if answers == nil {
 		return result, rerr
 	}

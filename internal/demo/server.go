@@ -425,35 +425,67 @@ func (s *server) notification(m *message) {
 	}
 }
 
-// ask sends a request to the client and waits for its answer: the legacy
-// way for a tool to ask for sampling, elicitation or roots.
-func (s *server) ask(ctx context.Context, method string, params any) (json.RawMessage, *rpcError) {
+// askAll sends requests to the client and waits for all the answers: the
+// legacy way for a tool to ask for sampling, elicitation or roots. Each
+// request's id is its key, so a client that sees the questions as a
+// 2026-07-28 InputRequiredResult (through a gateway) sees the same names a
+// modern server would use; the requests go out in one write, as one batch
+// of questions.
+func (s *server) askAll(ctx context.Context, reqs []inputRequest) (map[string]json.RawMessage, *rpcError) {
+	type pending struct {
+		key   string
+		id    json.RawMessage
+		reply chan message
+	}
+	var ps []pending
+	var batch []message
 	s.mu.Lock()
-	s.nextAsk++
-	id := json.RawMessage(strconv.Quote("demo-" + strconv.Itoa(s.nextAsk)))
-	reply := make(chan message, 1)
-	s.asked[string(id)] = reply
+	for _, q := range reqs {
+		raw := json.RawMessage(strconv.Quote(q.key))
+		if old, ok := s.asked[string(raw)]; ok {
+			// A question of this name is already waiting, for a call its
+			// client has most likely abandoned: the newer call takes the
+			// name, and the older one fails.
+			select {
+			case old <- message{ID: raw, Error: json.RawMessage(`{"code":-32603,"message":"superseded by a newer request"}`)}:
+			default:
+			}
+			delete(s.asked, string(raw))
+		}
+		p := pending{q.key, raw, make(chan message, 1)}
+		s.asked[string(raw)] = p.reply
+		ps = append(ps, p)
+		params, _ := json.Marshal(q.params)
+		batch = append(batch, message{ID: raw, Method: q.method, Params: params})
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		delete(s.asked, string(id))
+		for _, p := range ps {
+			if s.asked[string(p.id)] == p.reply { // not taken over by a newer call
+				delete(s.asked, string(p.id))
+			}
+		}
 		s.mu.Unlock()
 	}()
-	p, _ := json.Marshal(params)
-	s.send(message{JSONRPC: "2.0", ID: id, Method: method, Params: p})
+	s.send(batch...)
 	t := time.NewTimer(time.Minute)
 	defer t.Stop()
-	select {
-	case m := <-reply:
-		if m.Error != nil {
-			return nil, &rpcError{Code: -32603, Message: fmt.Sprintf("the client refused %s: %s", method, m.Error)}
+	answers := map[string]json.RawMessage{}
+	for i, p := range ps {
+		select {
+		case m := <-p.reply:
+			if m.Error != nil {
+				return nil, &rpcError{Code: -32603, Message: fmt.Sprintf("the client refused %s: %s", reqs[i].method, m.Error)}
+			}
+			answers[p.key] = m.Result
+		case <-t.C:
+			return nil, &rpcError{Code: -32603, Message: "the client did not answer " + reqs[i].method + " within a minute"}
+		case <-ctx.Done():
+			return nil, &rpcError{Code: -32603, Message: "cancelled"}
 		}
-		return m.Result, nil
-	case <-t.C:
-		return nil, &rpcError{Code: -32603, Message: "the client did not answer " + method + " within a minute"}
-	case <-ctx.Done():
-		return nil, &rpcError{Code: -32603, Message: "cancelled"}
 	}
+	return answers, nil
 }
 
 func (s *server) answered(m *message) {
@@ -492,15 +524,18 @@ func appendBounded[T any](list []T, v T) []T {
 	return append(list, v)
 }
 
-// send writes one message as one line.
-func (s *server) send(m message) {
-	m.JSONRPC = "2.0"
-	b, err := json.Marshal(m)
-	if err != nil {
-		fmt.Fprintf(s.errOut, "demo: cannot encode a message: %v\n", err)
-		return
+// send writes messages, one line each, in one write.
+func (s *server) send(ms ...message) {
+	var b []byte
+	for _, m := range ms {
+		m.JSONRPC = "2.0"
+		line, err := json.Marshal(m)
+		if err != nil {
+			fmt.Fprintf(s.errOut, "demo: cannot encode a message: %v\n", err)
+			return
+		}
+		b = append(append(b, line...), '\n')
 	}
-	b = append(b, '\n')
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if _, err := s.out.Write(b); err != nil {

@@ -216,7 +216,15 @@ func (s *server) withProgress(ctx context.Context, r *request, _ json.RawMessage
 	return text("Progress tool completed"), nil
 }
 
-func (s *server) missingCapability(_ context.Context, r *request, _ json.RawMessage) (any, *rpcError) {
+func (s *server) missingCapability(ctx context.Context, r *request, _ json.RawMessage) (any, *rpcError) {
+	if !r.modern {
+		// A legacy server that needs sampling asks for it.
+		answers, rerr := s.askAll(ctx, []inputRequest{samplingRequest("sampling", "Say yes.", 5)})
+		if rerr != nil {
+			return nil, rerr
+		}
+		return text("The client can sample: " + sampledText(answers["sampling"])), nil
+	}
 	if !r.has("sampling") {
 		return nil, &rpcError{Code: -32021, Message: "this tool needs the client's sampling capability",
 			Data: map[string]any{"requiredCapabilities": map[string]any{"sampling": map[string]any{}}}}
