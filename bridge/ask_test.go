@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,26 +16,42 @@ import (
 var legacyStreamer = Caller{Capabilities: json.RawMessage(`{"sampling":{},"elicitation":{}}`), CanStream: true}
 var modernAsker = Caller{Modern: true, Capabilities: json.RawMessage(`{"sampling":{},"elicitation":{}}`), CanStream: true}
 
+// unread keeps what Take returned beyond the one message nextNote hands
+// out, per call.
+var (
+	unreadMu sync.Mutex
+	unread   = map[*Call][][]byte{}
+)
+
 // nextNote waits for the next message the call has for its client.
 func nextNote(t *testing.T, c *Call) *jsonrpc.Message {
 	t.Helper()
 	for {
+		unreadMu.Lock()
+		queued := unread[c]
+		if len(queued) > 0 {
+			unread[c] = queued[1:]
+		}
+		unreadMu.Unlock()
+		if len(queued) > 0 {
+			m, err := jsonrpc.Parse(queued[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
 		select {
 		case <-c.Wake():
 		case <-time.After(10 * time.Second):
 			t.Fatal("nothing for the client")
 		}
 		notes, resp, err, done := c.Take()
-		if len(notes) > 0 {
-			m, perr := jsonrpc.Parse(notes[0])
-			if perr != nil {
-				t.Fatal(perr)
-			}
-			return m
-		}
-		if done {
+		if len(notes) == 0 && done {
 			t.Fatalf("the call ended (%s, %v) without a message for the client", resp, err)
 		}
+		unreadMu.Lock()
+		unread[c] = append(unread[c], notes...)
+		unreadMu.Unlock()
 	}
 }
 

@@ -35,6 +35,7 @@ type Call struct {
 	maxDur  *time.Timer
 	stopCtx func() bool // detaches the caller's ctx
 	inputs  *inputs     // a modern child's input requests, being answered by a legacy client
+	onEnd   func()      // runs once when the call ends (a listen's cleanup)
 }
 
 // Call forwards a request to the child on behalf of caller. It waits while
@@ -57,6 +58,8 @@ func (b *Bridge) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) 
 		return s.answerInitialize(req)
 	case req.Method == "server/discover" && s.era == EraLegacy:
 		return s.answerDiscover(req)
+	case req.Method == methodListen && s.era == EraLegacy:
+		return s.listenLegacy(ctx, req, caller)
 	}
 	if s.era == EraLegacy {
 		if id, round, ours, err := b.ownState(req); ours {
@@ -145,13 +148,16 @@ func (c *Call) line(id int64, extra []byte) []byte {
 func (c *Call) arm(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), reasonFor(ctx)) })
+	if c.method == methodListen {
+		return // a listen lasts as long as its client wants it
+	}
 	c.idle = time.AfterFunc(c.b.opts.IdleTimeout, func() {
 		c.abort(errTimeout(fmt.Sprintf("no response or progress from the child for %v", c.b.opts.IdleTimeout)), "timeout")
 	})
 	c.maxDur = time.AfterFunc(c.b.opts.MaxDuration, func() {
 		c.abort(errTimeout(fmt.Sprintf("the call ran past the gateway's %v limit", c.b.opts.MaxDuration)), "timeout")
 	})
-	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), reasonFor(ctx)) })
 }
 
 // release stops the timers and detaches the caller's ctx.
@@ -223,6 +229,12 @@ func (c *Call) finish(resp []byte, err error) bool {
 			"dur", time.Since(c.start).Round(time.Microsecond), "err", err)
 	}
 	c.release()
+	c.mu.Lock()
+	onEnd := c.onEnd
+	c.mu.Unlock()
+	if onEnd != nil {
+		onEnd()
+	}
 	return true
 }
 
@@ -261,7 +273,9 @@ func (c *Call) restore(ex *exchange, m *jsonrpc.Message) []byte {
 
 // Streams reports whether the caller asked for notifications (progress or
 // log messages) before the response.
-func (c *Call) Streams() bool { return c.token != nil || c.caller.LogLevel != "" }
+func (c *Call) Streams() bool {
+	return c.token != nil || c.caller.LogLevel != "" || c.method == methodListen
+}
 
 // Cancel ends the call on the client's behalf (a legacy client's own
 // notifications/cancelled): the child is told, with reason, and the caller

@@ -126,7 +126,7 @@ func (c *fakeChild) readLoop(r io.Reader) {
 		case m.Method == "server/discover" && c.auto.discover == "error":
 			c.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
 		case m.Method == "initialize" && c.auto.initialize:
-			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"logging":{}},"serverInfo":{"name":"fake","version":"1"},"instructions":"be nice"}}`, m.ID)
+			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true},"logging":{}},"serverInfo":{"name":"fake","version":"1"},"instructions":"be nice"}}`, m.ID)
 		}
 		c.got <- m
 	}

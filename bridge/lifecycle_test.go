@@ -210,7 +210,7 @@ func TestInitializeIsAnsweredByTheGateway(t *testing.T) {
 		want    map[string]string
 	}{
 		"legacy child": {era: EraLegacy, auto: autoReply{initialize: true}, version: "2025-06-18", want: map[string]string{
-			"protocolVersion": `"2025-06-18"`, "capabilities": `{"tools":{"listChanged":true},"logging":{}}`,
+			"protocolVersion": `"2025-06-18"`, "capabilities": `{"tools":{"listChanged":true},"resources":{"subscribe":true},"logging":{}}`,
 			"serverInfo": `{"name":"fake","version":"1"}`, "instructions": `"be nice"`,
 		}},
 		"legacy child, unknown version": {era: EraLegacy, auto: autoReply{initialize: true}, version: "1999-01-01", want: map[string]string{

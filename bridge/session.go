@@ -35,6 +35,9 @@ type session struct {
 	replies atomic.Int32
 	toPark  []*exchange // calls to park once the child's questions that came together are all in; reader only
 
+	listeners  []*listener    // listens built on a legacy child; guarded by mu
+	subscribed map[string]int // a legacy child's resource subscriptions, by listener count; guarded by mu
+
 	// Set by the handshake, read-only afterwards.
 	era            Era
 	initResult     []byte // a legacy child's InitializeResult
@@ -47,11 +50,12 @@ type session struct {
 
 func newSession(b *Bridge, t Transport) *session {
 	return &session{
-		b:       b,
-		t:       t,
-		log:     b.log,
-		pending: make(map[int64]*exchange),
-		done:    make(chan struct{}),
+		b:          b,
+		t:          t,
+		log:        b.log,
+		pending:    make(map[int64]*exchange),
+		subscribed: map[string]int{},
+		done:       make(chan struct{}),
 	}
 }
 
@@ -165,6 +169,7 @@ func (s *session) end(readErr error) {
 	for _, ex := range calls {
 		ex.end(errUnavailable(fmt.Sprintf("%v; the call was lost", why)))
 	}
+	s.endListeners(errUnavailable(fmt.Sprintf("%v; listen again", why)))
 	level := slog.LevelWarn
 	var e *jsonrpc.Error
 	if errors.As(why, &e) && e.Code == jsonrpc.CodeShutdown {
@@ -255,10 +260,25 @@ func (s *session) notification(m *jsonrpc.Message) {
 	case "notifications/message":
 		s.routeLog(m)
 	case "notifications/cancelled":
-		// The child gave up on a request of its own; the gateway answers those
-		// at once, so there is nothing to stop.
+		// A modern child ends a listen this way; a legacy child gives up on a
+		// question of its own, which needs nothing.
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(m.Params, &p) == nil && p.RequestID != nil {
+			s.endListen(p.RequestID)
+		}
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed",
+		"notifications/resources/list_changed", "notifications/resources/updated":
+		if s.era == EraLegacy {
+			s.fanOut(m)
+			return
+		}
+		s.relayTagged(m)
 	default:
-		s.log.Debug("child notification", "method", m.Method)
+		if !s.relayTagged(m) {
+			s.log.Debug("child notification", "method", m.Method)
+		}
 	}
 }
 
@@ -305,8 +325,8 @@ func (s *session) routeLog(m *jsonrpc.Message) {
 	s.mu.Lock()
 	for _, ex := range s.pending {
 		c := ex.current()
-		if ex.internal || c == nil {
-			continue // parked calls wait for their client; they do not log
+		if ex.internal || c == nil || ex.method == methodListen {
+			continue // parked calls wait for their client; listens do not log
 		}
 		total++
 		if c.caller.LogLevel != "" {
@@ -348,6 +368,7 @@ func (s *session) shutdown(ctx context.Context) {
 			s.writeCancel(ctx, ex, "gateway shutting down")
 		}
 	}
+	s.endListeners(errShutdown())
 	s.t.Close()
 	<-s.done
 }

@@ -71,7 +71,7 @@ func TestDiscover(t *testing.T) {
 	}
 	json.Unmarshal(resp, &r)
 	got := r.Result
-	if got.ResultType != "complete" || fmt.Sprint(got.SupportedVersions) != "[2026-07-28]" || string(got.Capabilities) != `{"tools":{"listChanged":true},"logging":{}}` ||
+	if got.ResultType != "complete" || fmt.Sprint(got.SupportedVersions) != "[2026-07-28]" || string(got.Capabilities) != `{"tools":{"listChanged":true},"resources":{"subscribe":true},"logging":{}}` ||
 		got.Instructions != "be nice" || got.TTLMs == nil || got.CacheScope != "private" || string(got.Meta[metaServerInfo]) != `{"name":"fake","version":"1"}` {
 		t.Errorf("synthesized discover = %s", resp)
 	}

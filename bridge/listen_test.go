@@ -1,0 +1,109 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+var listenCaller = Caller{Modern: true, Capabilities: json.RawMessage(`{}`), CanStream: true}
+
+func listen(t *testing.T, w *world, ctx context.Context, id, filter string) *Call {
+	t.Helper()
+	c, err := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"subscriptions/listen","params":{"notifications":`+filter+`}}`), listenCaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Streams() {
+		t.Error("a listen does not stream")
+	}
+	return c
+}
+
+// A listen on a legacy child is built by the gateway: acknowledged first
+// with what the child can deliver, fed by the child's list_changed
+// notifications, tagged with each listener's own id; resource
+// subscriptions on the child are counted across listeners.
+func TestListenOnALegacyChild(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	ctxA, leaveA := context.WithCancel(context.Background())
+	a := listen(t, w, ctxA, `"a"`, `{"toolsListChanged":true,"promptsListChanged":true,"resourceSubscriptions":["file:///x"]}`)
+	ack := nextNote(t, a)
+	if ack.Method != "notifications/subscriptions/acknowledged" ||
+		string(ack.Params) != `{"_meta":{"io.modelcontextprotocol/subscriptionId":"a"},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["file:///x"]}}` {
+		t.Errorf("ack = %s; want the honoured part (the child has no prompts.listChanged)", ack.Params)
+	}
+	if sub := child.expect("resources/subscribe"); string(sub.Params) != `{"uri":"file:///x"}` {
+		t.Errorf("subscribe params %s", sub.Params)
+	} else {
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, sub.ID)
+	}
+	b := listen(t, w, context.Background(), `7`, `{"toolsListChanged":true,"resourceSubscriptions":["file:///x"]}`)
+	nextNote(t, b) // its ack; the child is already subscribed to file:///x
+
+	child.send(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`)
+	child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	child.send(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///x"}}`)
+	for _, tc := range []struct {
+		c  *Call
+		id string
+	}{{a, `"a"`}, {b, `7`}} {
+		got := nextNote(t, tc.c)
+		if got.Method != "notifications/tools/list_changed" || string(got.Params) != `{"_meta":{"io.modelcontextprotocol/subscriptionId":`+tc.id+`}}` {
+			t.Errorf("listener %s got %s", tc.id, got.Raw)
+		}
+		got = nextNote(t, tc.c)
+		if got.Method != "notifications/resources/updated" || string(got.Params) != `{"_meta":{"io.modelcontextprotocol/subscriptionId":`+tc.id+`},"uri":"file:///x"}` {
+			t.Errorf("listener %s got %s", tc.id, got.Raw)
+		}
+	}
+	// The first listener leaves: the child stays subscribed for the second.
+	leaveA()
+	if _, err := a.Wait(); err == nil {
+		t.Error("a listen whose client left ended without an error")
+	}
+	b.Cancel("")
+	b.Wait()
+	if unsub := child.expect("resources/unsubscribe"); string(unsub.Params) != `{"uri":"file:///x"}` {
+		t.Errorf("unsubscribe params %s", unsub.Params)
+	}
+}
+
+// A listen on a modern child is relayed, with the subscription id
+// rewritten both ways; the client leaving cancels it on the child, and the
+// child ending it completes the client's.
+func TestListenOnAModernChild(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	child := w.child()
+	ctx, leave := context.WithCancel(context.Background())
+	a := listen(t, w, ctx, `"mine"`, `{"toolsListChanged":true}`)
+	req := child.expect("subscriptions/listen")
+	child.send(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s},"notifications":{"toolsListChanged":true}}}`, req.ID)
+	child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}`, req.ID)
+	child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":999}}}`)
+	for _, want := range []string{"notifications/subscriptions/acknowledged", "notifications/tools/list_changed"} {
+		got := nextNote(t, a)
+		if got.Method != want || !contains(got.Params, `"io.modelcontextprotocol/subscriptionId":"mine"`) {
+			t.Errorf("client got %s, want %s tagged with its own id", got.Raw, want)
+		}
+	}
+	leave()
+	a.Wait()
+	if n := child.expect("notifications/cancelled"); !contains(n.Params, `"requestId":`+string(req.ID)) {
+		t.Errorf("cancellation = %s", n.Params)
+	}
+
+	b := listen(t, w, context.Background(), `2`, `{"promptsListChanged":true}`)
+	req = child.expect("subscriptions/listen")
+	child.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"shutting down"}}`, req.ID)
+	resp, err := b.Wait()
+	m, _ := jsonrpc.Parse(resp)
+	if err != nil || string(m.ID) != "2" || string(m.Result) != `{"_meta":{"io.modelcontextprotocol/subscriptionId":2},"resultType":"complete"}` {
+		t.Errorf("a listen the child ended: %s, %v", resp, err)
+	}
+}
