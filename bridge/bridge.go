@@ -123,6 +123,7 @@ type Bridge struct {
 	mu       sync.Mutex
 	sess     *session      // the current child; nil before the first
 	starting bool          // a child is being started or handshaken
+	era      Era           // with auto: the verdict on an earlier child of this configuration
 	changed  chan struct{} // closed and replaced whenever the state above changes
 	closed   bool
 
@@ -188,9 +189,14 @@ func (b *Bridge) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		// A child that served for a good while earns a quick restart.
-		if time.Since(began) > 4*b.opts.RestartMax {
+		// A child that served for a good while earns a quick restart, and so
+		// does one that only exited because it was probed: it is started
+		// again as legacy.
+		if time.Since(began) > 4*b.opts.RestartMax || errors.Is(err, errExitedOnProbe) {
 			delay = b.opts.RestartMin
+		}
+		if errors.Is(err, errExitedOnProbe) {
+			b.setVerdict(EraLegacy)
 		}
 		b.log.Warn("child unavailable; restarting", "err", err, "retry_in", delay)
 		t := time.NewTimer(delay)
@@ -231,6 +237,18 @@ func (b *Bridge) startSession(ctx context.Context) (*session, error) {
 	b.notifyChangedLocked()
 	b.mu.Unlock()
 	return s, nil
+}
+
+func (b *Bridge) verdict() Era {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.era
+}
+
+func (b *Bridge) setVerdict(e Era) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.era = e
 }
 
 func (b *Bridge) setStarting(v bool) {

@@ -27,66 +27,157 @@ const (
 // a legacy child.
 const relayedCapabilities = `{"sampling":{},"elicitation":{},"roots":{}}`
 
+// errExitedOnProbe: the child exited while probed with server/discover,
+// which some legacy servers do with any request before initialize.
+var errExitedOnProbe = errors.New("the child exited when probed with server/discover")
+
 // handshake settles the child's era and, for a legacy child, initializes it.
-// Nothing else is sent to the child before it returns.
+// Nothing else is sent to the child before it returns. With auto, a verdict
+// of legacy from an earlier child of this configuration is reused: probing
+// again would cost a legacy server the probe's wait, or its life.
 func (s *session) handshake(ctx context.Context) error {
 	era := s.b.opts.Era
-	if era == EraAuto {
-		var err error
-		if era, err = s.probe(ctx); err != nil {
+	if era == EraAuto && s.b.verdict() == EraLegacy {
+		era = EraLegacy
+	}
+	switch era {
+	case EraModern:
+		s.era = EraModern
+		s.log.Info("child ready", "era", EraModern)
+		return nil
+	case EraLegacy:
+		init, err := s.startInitialize(ctx)
+		if err != nil {
 			return err
 		}
+		raw, err := init.Wait()
+		return s.finishInitialize(ctx, raw, err)
 	}
-	s.era = era
-	if era == EraLegacy {
-		return s.initialize(ctx)
-	}
-	s.log.Info("child ready", "era", era)
-	return nil
+	return s.probe(ctx)
 }
 
-// probe asks server/discover, as the spec's stdio backward-compatibility
-// rule says: a DiscoverResult or a recognised modern error means modern; any
-// other error or silence means legacy. The fallback is never keyed to one
-// error code.
-func (s *session) probe(ctx context.Context) (Era, error) {
+// probe follows the spec's stdio backward-compatibility rule: it asks
+// server/discover; a DiscoverResult or a recognised modern error means
+// modern, any other error means legacy (never keyed to one error code).
+// With no answer in ProbeTimeout it tries initialize, but the probe stays
+// open: a slow modern child whose DiscoverResult comes late still wins.
+func (s *session) probe(ctx context.Context) error {
 	params, _ := json.Marshal(map[string]any{"_meta": s.b.modernMeta()})
-	resp, err := s.internal(ctx, "server/discover", params, s.b.opts.ProbeTimeout)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		s.log.Info("no answer to server/discover; treating the child as legacy", "waited", s.b.opts.ProbeTimeout)
-		return EraLegacy, nil
-	case err != nil:
-		return "", fmt.Errorf("probe the child with server/discover: %w", err)
-	case resp.Result != nil:
-		s.discoverResult = append([]byte(nil), resp.Result...)
-		return EraModern, nil
+	disc, err := s.startInternal(ctx, "server/discover", params, 0)
+	if err != nil {
+		return fmt.Errorf("probe the child with server/discover: %w", err)
 	}
-	if code, ok := errorCode(resp.Error); ok && code == codeUnsupportedVersion {
-		// A modern child that wants another modern revision is still modern.
-		s.log.Warn("child is modern but does not support "+ModernVersion, "error", head(resp.Error))
-		return EraModern, nil
+	timer := time.NewTimer(s.b.opts.ProbeTimeout)
+	defer timer.Stop()
+	var init *Call
+	timeout, discWake, initWake := timer.C, disc.Wake(), (<-chan struct{})(nil)
+	tryInitialize := func() error {
+		timeout = nil
+		if init != nil {
+			return nil
+		}
+		var err error
+		init, err = s.startInitialize(ctx)
+		if err == nil {
+			initWake = init.Wake()
+		}
+		return err
 	}
-	s.log.Info("child refused server/discover; treating it as legacy", "error", head(resp.Error))
-	return EraLegacy, nil
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			s.log.Info("no answer to server/discover yet; trying initialize (a late DiscoverResult still counts)", "waited", s.b.opts.ProbeTimeout)
+			if err := tryInitialize(); err != nil {
+				return err
+			}
+		case <-discWake:
+			_, raw, err, done := disc.Take()
+			if !done {
+				continue
+			}
+			discWake = nil
+			if err != nil {
+				if s.endErr() != nil && init == nil {
+					return errExitedOnProbe
+				}
+				return err
+			}
+			m, err := jsonrpc.Parse(raw)
+			if err != nil {
+				return fmt.Errorf("the child's answer to server/discover: %w", err)
+			}
+			if s.isModernAnswer(m) {
+				if init != nil {
+					s.retire(init) // never cancelled: the spec forbids cancelling initialize
+				}
+				s.era = EraModern
+				s.b.setVerdict(EraModern)
+				s.log.Info("child ready", "era", EraModern)
+				return nil
+			}
+			s.log.Info("child refused server/discover; treating it as legacy", "error", head(m.Error))
+			if err := tryInitialize(); err != nil {
+				return err
+			}
+		case <-initWake:
+			_, raw, err, done := init.Take()
+			if !done {
+				continue
+			}
+			if discWake != nil {
+				s.retire(disc) // a DiscoverResult after this is too late
+			}
+			return s.finishInitialize(ctx, raw, err)
+		}
+	}
 }
 
-// initialize performs the legacy handshake once per child process. The
-// gateway declares the client capabilities it can serve by relaying the
-// child's requests to the client of the call in flight (see question):
-// sampling, elicitation and roots, with no list-change notifications. A
-// request no client can answer is refused at once.
-func (s *session) initialize(ctx context.Context) error {
+// isModernAnswer reads the answer to server/discover: a result, or a modern
+// error asking for another modern revision, means a modern child.
+func (s *session) isModernAnswer(m *jsonrpc.Message) bool {
+	if m.Result != nil {
+		s.discoverResult = append([]byte(nil), m.Result...)
+		return true
+	}
+	if code, ok := errorCode(m.Error); ok && code == codeUnsupportedVersion {
+		s.log.Warn("child is modern but does not support "+ModernVersion, "error", head(m.Error))
+		return true
+	}
+	return false
+}
+
+// startInitialize sends the legacy handshake's initialize. The gateway
+// declares the client capabilities it can serve by relaying the child's
+// requests to the client of the call in flight (see question): sampling,
+// elicitation and roots, with no list-change notifications. A request no
+// client can answer is refused at once.
+func (s *session) startInitialize(ctx context.Context) (*Call, error) {
 	params, _ := json.Marshal(map[string]any{
 		"protocolVersion": legacyVersions[0],
 		"capabilities":    json.RawMessage(relayedCapabilities),
 		"clientInfo":      s.b.clientInfo(),
 	})
-	resp, err := s.internal(ctx, "initialize", params, s.b.opts.HandshakeTimeout)
+	c, err := s.startInternal(ctx, "initialize", params, s.b.opts.HandshakeTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("initialize the child: %w", err)
+	}
+	return c, nil
+}
+
+// finishInitialize checks the InitializeResult and completes the legacy
+// handshake with notifications/initialized, once per child process.
+func (s *session) finishInitialize(ctx context.Context, raw []byte, err error) error {
 	if err != nil {
 		return fmt.Errorf("initialize the child: %w", err)
 	}
+	resp, err := jsonrpc.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("the child's answer to initialize: %w", err)
+	}
 	if resp.Error != nil {
+		s.b.setVerdict("") // perhaps not legacy after all: the next child is probed
 		return fmt.Errorf("the child refused initialize: %s", head(resp.Error))
 	}
 	var res struct {
@@ -110,23 +201,42 @@ func (s *session) initialize(ctx context.Context) error {
 	if err := s.t.WriteMessage(ctx, jsonrpc.NewNotification("notifications/initialized", nil)); err != nil {
 		return fmt.Errorf("send notifications/initialized: %w", err)
 	}
+	s.era = EraLegacy
 	s.initResult = append([]byte(nil), resp.Result...)
 	s.logs = res.Capabilities.Logging != nil
+	if s.b.opts.Era == EraAuto {
+		s.b.setVerdict(EraLegacy)
+	}
 	s.log.Info("child ready", "era", EraLegacy, "protocol_version", res.ProtocolVersion,
 		"server", res.ServerInfo.Name, "server_version", res.ServerInfo.Version)
 	return nil
 }
 
-// internal makes a request of the gateway's own and waits for its response,
-// at most timeout. It is never cancelled toward the child.
-func (s *session) internal(ctx context.Context, method string, params []byte, timeout time.Duration) (*jsonrpc.Message, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// startInternal sends a request of the gateway's own, which ends by itself
+// after timeout (0: only when ctx does). It is never cancelled toward the
+// child.
+func (s *session) startInternal(ctx context.Context, method string, params []byte, timeout time.Duration) (*Call, error) {
+	cancel := context.CancelFunc(func() {})
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
 	c := s.internalCall(method)
 	c.mu.Lock()
+	c.onEnd = cancel
 	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), "") })
 	c.mu.Unlock()
 	if err := s.start(ctx, c, method, params, true); err != nil {
+		cancel()
+		return nil, err
+	}
+	return c, nil
+}
+
+// internal makes a request of the gateway's own and waits for its response,
+// at most timeout.
+func (s *session) internal(ctx context.Context, method string, params []byte, timeout time.Duration) (*jsonrpc.Message, error) {
+	c, err := s.startInternal(ctx, method, params, timeout)
+	if err != nil {
 		return nil, err
 	}
 	raw, err := c.Wait()
@@ -134,6 +244,14 @@ func (s *session) internal(ctx context.Context, method string, params []byte, ti
 		return nil, err
 	}
 	return jsonrpc.Parse(raw)
+}
+
+// retire ends an internal call without telling the child: its answer, if
+// it ever comes, is dropped.
+func (s *session) retire(c *Call) {
+	if ex := c.exchange(); ex != nil && s.claim(ex) {
+		c.finish(nil, errors.New("retired"))
+	}
 }
 
 func (b *Bridge) clientInfo() map[string]string {
@@ -156,140 +274,4 @@ func errorCode(errObj []byte) (int, bool) {
 		return 0, false
 	}
 	return *e.Code, true
-}
-
-// answerInitialize answers a legacy client's initialize from what the
-// gateway learned of the child: the child is shared and already initialized,
-// so the request is never forwarded.
-func (s *session) answerInitialize(req *jsonrpc.Message) (*Call, error) {
-	var p struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	_ = json.Unmarshal(req.Params, &p) // a missing or odd version gets the latest
-	version := legacyVersions[0]
-	if slices.Contains(legacyVersions, p.ProtocolVersion) {
-		version = p.ProtocolVersion
-	}
-	result := map[string]json.RawMessage{}
-	if s.initResult != nil {
-		if err := json.Unmarshal(s.initResult, &result); err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the child's InitializeResult is not an object"}
-		}
-	} else {
-		// A modern child: the same facts come from its DiscoverResult.
-		d := s.discovered()
-		result["capabilities"] = orEmpty(d.Capabilities)
-		if d.Instructions != nil {
-			result["instructions"] = d.Instructions
-		}
-		result["serverInfo"] = d.Meta[metaServerInfo]
-		if result["serverInfo"] == nil {
-			result["serverInfo"], _ = json.Marshal(s.b.clientInfo())
-		}
-	}
-	result["protocolVersion"], _ = json.Marshal(version)
-	out, err := json.Marshal(result)
-	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-	}
-	return answered(req, out), nil
-}
-
-type discoverFacts struct {
-	Capabilities json.RawMessage            `json:"capabilities"`
-	Instructions json.RawMessage            `json:"instructions"`
-	Meta         map[string]json.RawMessage `json:"_meta"`
-}
-
-func (s *session) discovered() discoverFacts {
-	var d discoverFacts
-	_ = json.Unmarshal(s.discoverResult, &d)
-	return d
-}
-
-// answerDiscover answers server/discover for a legacy child, from its
-// InitializeResult: a modern client gets the same facts in the 2026-07-28
-// shape. The caching hint is "do not cache", as for every translated result.
-func (s *session) answerDiscover(req *jsonrpc.Message) (*Call, error) {
-	var init struct {
-		Capabilities json.RawMessage `json:"capabilities"`
-		Instructions json.RawMessage `json:"instructions"`
-		ServerInfo   json.RawMessage `json:"serverInfo"`
-	}
-	_ = json.Unmarshal(s.initResult, &init)
-	result := map[string]json.RawMessage{
-		"resultType":        json.RawMessage(`"complete"`),
-		"supportedVersions": json.RawMessage(`["` + ModernVersion + `"]`),
-		"capabilities":      orEmpty(init.Capabilities),
-		"ttlMs":             json.RawMessage("0"),
-		"cacheScope":        json.RawMessage(`"private"`),
-	}
-	if init.Instructions != nil {
-		result["instructions"] = init.Instructions
-	}
-	if init.ServerInfo != nil {
-		meta, _ := json.Marshal(map[string]json.RawMessage{metaServerInfo: init.ServerInfo})
-		result["_meta"] = meta
-	}
-	out, err := json.Marshal(result)
-	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-	}
-	return answered(req, out), nil
-}
-
-func orEmpty(b json.RawMessage) json.RawMessage {
-	if b == nil {
-		return json.RawMessage("{}")
-	}
-	return b
-}
-
-// ensureLogLevel makes a legacy child log at least as verbosely as level.
-// Its level is session-wide, so the gateway keeps it at the most verbose
-// level any client has asked for and filters per call (see routeLog). The
-// request is written before the caller's, so a child that serves requests
-// in order applies it first; the answer is not waited for, so the caller
-// never waits on it. A failure costs log messages, not calls.
-func (s *session) ensureLogLevel(level string) {
-	if s.era != EraLegacy || !s.logs || logRank(level) < 0 {
-		return
-	}
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	if s.childLogLevel != "" && logRank(level) >= logRank(s.childLogLevel) {
-		return
-	}
-	params, _ := json.Marshal(map[string]string{"level": level})
-	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.CancelTimeout)
-	c := s.internalCall("logging/setLevel")
-	c.mu.Lock()
-	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), "") })
-	c.mu.Unlock()
-	if err := s.start(ctx, c, c.method, params, true); err != nil {
-		cancel()
-		s.log.Warn("could not set the child's log level", "level", level, "err", err)
-		return
-	}
-	previous := s.childLogLevel
-	s.childLogLevel = level
-	s.b.spawn(func() {
-		defer cancel()
-		raw, err := c.Wait()
-		var refused []byte
-		if err == nil {
-			if m, perr := jsonrpc.Parse(raw); perr == nil {
-				refused = m.Error
-			}
-		}
-		if err == nil && refused == nil {
-			return
-		}
-		s.log.Warn("the child did not take logging/setLevel", "level", level, "err", err, "error", head(refused))
-		s.logMu.Lock()
-		defer s.logMu.Unlock()
-		if s.childLogLevel == level {
-			s.childLogLevel = previous
-		}
-	})
 }

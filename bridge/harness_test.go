@@ -99,7 +99,7 @@ type fakeChild struct {
 
 // autoReply says how the fake child answers the handshake by itself.
 type autoReply struct {
-	discover   string // "result", "error" or "" (silent)
+	discover   string // "result", "error", "exit" (close output), "late" (answer only after initialize) or "" (silent)
 	initialize bool   // answer initialize with a 2025-11-25 InitializeResult
 }
 
@@ -110,6 +110,7 @@ func (c *fakeChild) readLoop(r io.Reader) {
 		<-c.gate
 	}
 	br := bufio.NewReader(r)
+	var late []byte // the probe a slow child answers late
 	for {
 		line, err := br.ReadBytes('\n')
 		if err != nil {
@@ -121,6 +122,17 @@ func (c *fakeChild) readLoop(r io.Reader) {
 			return
 		}
 		switch {
+		case m.Method == "server/discover" && c.auto.discover == "exit":
+			c.got <- m
+			c.exit()
+			continue
+		case m.Method == "server/discover" && c.auto.discover == "late":
+			late = m.ID
+		case m.Method == "initialize" && c.auto.discover == "late":
+			// A slow modern child: it gets to the probe only now, and
+			// refuses initialize.
+			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}`, late)
+			c.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"initialize is not a 2026-07-28 method"}}`, m.ID)
 		case m.Method == "server/discover" && c.auto.discover == "result":
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1"}}}}`, m.ID)
 		case m.Method == "server/discover" && c.auto.discover == "error":

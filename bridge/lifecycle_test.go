@@ -375,3 +375,62 @@ func TestChildOutputOddities(t *testing.T) {
 		t.Errorf("unknown responses = %d, want 2", st.Unknown)
 	}
 }
+
+// auto survives a legacy child that exits when probed: it is started again
+// as legacy, without a probe; and a slow modern child whose DiscoverResult
+// comes after the probe's timeout, and after initialize went out, is
+// modern.
+func TestAutoEraSurvivesHardChildren(t *testing.T) {
+	t.Parallel()
+	t.Run("exits on the probe", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, Options{Era: EraAuto, RestartMin: time.Millisecond}, autoReply{discover: "exit", initialize: true})
+		first := w.child()
+		if m := <-first.got; m.Method != "server/discover" {
+			t.Fatalf("first child got %s", m.Raw)
+		}
+		second := w.child()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.b.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if m := <-second.got; m.Method != "initialize" {
+			t.Errorf("the restarted child got %s first, want initialize (no second probe)", m.Raw)
+		}
+		w.b.mu.Lock()
+		era := w.b.sess.era
+		w.b.mu.Unlock()
+		if era != EraLegacy {
+			t.Errorf("era = %s, want legacy", era)
+		}
+	})
+	t.Run("late DiscoverResult", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, Options{Era: EraAuto, ProbeTimeout: 20 * time.Millisecond}, autoReply{discover: "late"})
+		child := w.child()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.b.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for range 2 {
+			got = append(got, (<-child.got).Method)
+		}
+		w.b.mu.Lock()
+		era := w.b.sess.era
+		w.b.mu.Unlock()
+		if era != EraModern || strings.Join(got, ",") != "server/discover,initialize" {
+			t.Errorf("era = %s after %q; want modern", era, got)
+		}
+		// No notifications/initialized follows: the child is modern.
+		c := w.call(ctx, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
+		if m := <-child.got; m.Method != "tools/list" {
+			t.Errorf("child got %s, want the call", m.Raw)
+		} else {
+			child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+		}
+		c.Wait()
+	})
+}

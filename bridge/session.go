@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -303,46 +302,6 @@ func (s *session) progress(m *jsonrpc.Message) {
 		return
 	}
 	c.progress(m, sp)
-}
-
-var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
-
-func logRank(level string) int { return slices.Index(logLevels, level) }
-
-// routeLog delivers a child's log message to the call it belongs to. On
-// stdio nothing in the message says which call that is, so the gateway
-// delivers it only when it can tell: to the one call in flight that asked
-// for logs. A legacy child may log for any call (its level is session-wide),
-// so for it that call must also be the only one in flight; otherwise the
-// message is dropped rather than shown to a client it may not belong to.
-func (s *session) routeLog(m *jsonrpc.Message) {
-	var p struct {
-		Level string `json:"level"`
-	}
-	_ = json.Unmarshal(m.Params, &p)
-	var target *Call
-	wanting, total := 0, 0
-	s.mu.Lock()
-	for _, ex := range s.pending {
-		c := ex.current()
-		if ex.internal || c == nil || ex.method == methodListen {
-			continue // parked calls wait for their client; listens do not log
-		}
-		total++
-		if c.caller.LogLevel != "" {
-			wanting++
-			target = c
-		}
-	}
-	s.mu.Unlock()
-	if wanting != 1 || (s.era == EraLegacy && total != 1) {
-		s.log.Debug("dropped a child log message: no single call it belongs to", "calls", total, "wanting_logs", wanting)
-		return
-	}
-	if logRank(p.Level) < logRank(target.caller.LogLevel) {
-		return
-	}
-	target.box.note(m.Raw, noteLog)
 }
 
 // childRequest answers a request from the child: ping at once, and a
