@@ -232,6 +232,9 @@ func (b *Bridge) startSession(ctx context.Context) (*session, error) {
 		<-s.done
 		return nil, err
 	}
+	if s.era == EraModern {
+		s.watchTools(ctx)
+	}
 	b.mu.Lock()
 	s.ready = true
 	b.notifyChangedLocked()

@@ -99,8 +99,9 @@ type fakeChild struct {
 
 // autoReply says how the fake child answers the handshake by itself.
 type autoReply struct {
-	discover   string // "result", "error", "exit" (close output), "late" (answer only after initialize) or "" (silent)
-	initialize bool   // answer initialize with a 2025-11-25 InitializeResult
+	discover    string // "result", "error", "exit" (close output), "late" (answer only after initialize) or "" (silent)
+	initialize  bool   // answer initialize with a 2025-11-25 InitializeResult
+	listChanged bool   // a modern child that announces tool list changes
 }
 
 func (c *fakeChild) readLoop(r io.Reader) {
@@ -133,6 +134,8 @@ func (c *fakeChild) readLoop(r io.Reader) {
 			// refuses initialize.
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}`, late)
 			c.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"initialize is not a 2026-07-28 method"}}`, m.ID)
+		case m.Method == "server/discover" && c.auto.discover == "result" && c.auto.listChanged:
+			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}}}}`, m.ID)
 		case m.Method == "server/discover" && c.auto.discover == "result":
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1"}}}}`, m.ID)
 		case m.Method == "server/discover" && c.auto.discover == "error":

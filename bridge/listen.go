@@ -205,6 +205,10 @@ func (s *session) relayTagged(m *jsonrpc.Message) bool {
 	var c *Call
 	if err == nil {
 		if ex := s.lookup(id); ex != nil && ex.method == methodListen {
+			if ex.internal {
+				s.toolsChanged(m) // the gateway's own listen
+				return true
+			}
 			c = ex.current()
 		}
 	}

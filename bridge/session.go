@@ -34,6 +34,9 @@ type session struct {
 	replies atomic.Int32
 	toPark  []*exchange // calls to park once the child's questions that came together are all in; reader only
 
+	tools     toolCache // the child's x-mcp-header annotations
+	toolWatch *Call     // the gateway's own listen for tool list changes (modern child)
+
 	listeners  []*listener    // listens built on a legacy child; guarded by mu
 	subscribed map[string]int // a legacy child's resource subscriptions, by listener count; guarded by mu
 
@@ -269,6 +272,9 @@ func (s *session) notification(m *jsonrpc.Message) {
 		}
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed",
 		"notifications/resources/list_changed", "notifications/resources/updated":
+		if m.Method == "notifications/tools/list_changed" {
+			s.tools.invalidate()
+		}
 		if s.era == EraLegacy {
 			s.fanOut(m)
 			return

@@ -209,3 +209,88 @@ func TestCancelOnTheClientsWord(t *testing.T) {
 		t.Errorf("cancellation = %s", n.Params)
 	}
 }
+
+// The child's x-mcp-header annotations are read once from tools/list (every
+// page) and read again after the child says its tool list changed.
+func TestToolHeadersCache(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	got := make(chan []ParamHeader, 1)
+	lookup := func(tool string) {
+		go func() {
+			h, err := w.b.ToolHeaders(context.Background(), tool)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- h
+		}()
+	}
+	lookup("deploy")
+	page1 := child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"deploy","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"spec":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}}}],"nextCursor":"2"}}`, page1.ID)
+	page2 := child.expect("tools/list")
+	if !contains(page2.Params, `"cursor":"2"`) {
+		t.Errorf("second page params %s", page2.Params)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"bad","inputSchema":{"type":"object","properties":{"a":{"type":"object","x-mcp-header":"A"}}}}]}}`, page2.ID)
+	h := <-got
+	if fmt.Sprint(h) != fmt.Sprint([]ParamHeader{{"Region", []string{"region"}, "string"}, {"N", []string{"spec", "n"}, "integer"}}) &&
+		fmt.Sprint(h) != fmt.Sprint([]ParamHeader{{"N", []string{"spec", "n"}, "integer"}, {"Region", []string{"region"}, "string"}}) {
+		t.Errorf("deploy headers = %v", h)
+	}
+	lookup("bad") // cached: no tools/list; an invalid annotation is not enforced
+	if h := <-got; h != nil {
+		t.Errorf("bad headers = %v, want none", h)
+	}
+	child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	// Once the change is seen, the next lookup lists again. Send a call
+	// after the notification so that its handling is known to be done.
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"ping2"}`)
+	m := child.expect("ping2")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	c.Wait()
+	lookup("deploy")
+	again := child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, again.ID)
+	if h := <-got; h != nil {
+		t.Errorf("after the change deploy headers = %v, want none", h)
+	}
+}
+
+// A modern child announces tool list changes only on a listen: the gateway
+// keeps one open of its own, and drops its cache when a change comes.
+func TestToolHeadersCacheOnAModernChild(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraAuto}, autoReply{discover: "result", listChanged: true})
+	child := w.child()
+	<-child.got // the probe
+	watch := <-child.got
+	if watch.Method != "subscriptions/listen" || !contains(watch.Params, `"toolsListChanged":true`) {
+		t.Fatalf("child got %s, want the gateway's own listen", watch.Raw)
+	}
+	got := make(chan []ParamHeader, 1)
+	lookup := func() {
+		go func() {
+			h, _ := w.b.ToolHeaders(context.Background(), "t")
+			got <- h
+		}()
+	}
+	lookup()
+	list := child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"t","inputSchema":{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}}]}}`, list.ID)
+	if h := <-got; len(h) != 1 {
+		t.Fatalf("headers = %v", h)
+	}
+	child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}`, watch.ID)
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"x","params":{}}`)
+	m := child.expect("x")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	c.Wait()
+	lookup()
+	list = child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, list.ID)
+	if h := <-got; len(h) != 0 {
+		t.Errorf("headers after the change = %v, want none", h)
+	}
+}

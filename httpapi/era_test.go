@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/stdiomcp/gateway/bridge"
 )
 
 const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
@@ -151,5 +153,52 @@ func TestDNSRebindingProtection(t *testing.T) {
 				t.Errorf("status %d (%s), want allowed=%v", rec.Code, body, tt.allowed)
 			}
 		})
+	}
+}
+
+// Mcp-Param-* headers must agree with the arguments they mirror.
+func TestParamHeaders(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.params = map[string][]bridge.ParamHeader{"deploy": {
+		{Name: "Region", Path: []string{"region"}, Type: "string"},
+		{Name: "Replicas", Path: []string{"spec", "replicas"}, Type: "integer"},
+	}}
+	srv := newServer(t, f, Options{})
+	call := func(args string, headers ...string) *http.Response {
+		body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"deploy","arguments":` + args + `,` + modernMeta + `}}`
+		return post(t, srv.URL+"/mcp", "application/json", body, modernHeaders("tools/call", append([]string{"Mcp-Name", "deploy"}, headers...)...)...)
+	}
+	refused := map[string]*http.Response{
+		"missing":        call(`{"region":"eu"}`),
+		"mismatch":       call(`{"region":"eu"}`, "Mcp-Param-Region", "us"),
+		"bad padding":    call(`{"region":"Hello"}`, "Mcp-Param-Region", "=?base64?SGVsbG8?="),
+		"bad alphabet":   call(`{"region":"Hello"}`, "Mcp-Param-Region", "=?base64?SGVs!!!bG8=?="),
+		"not in body":    call(`{}`, "Mcp-Param-Region", "eu"),
+		"number differs": call(`{"region":"eu","spec":{"replicas":3}}`, "Mcp-Param-Region", "eu", "Mcp-Param-Replicas", "4"),
+		"raw non-ascii":  call(`{"region":"é"}`, "Mcp-Param-Region", "é"),
+	}
+	for name, resp := range refused {
+		if id, code := readRPCError(t, resp); resp.StatusCode != 400 || code != -32020 || id != "5" {
+			t.Errorf("%s: status %d code %d id %s, want 400 -32020 5", name, resp.StatusCode, code, id)
+		}
+	}
+	accepted := []*http.Response{}
+	go func() {
+		for range 4 {
+			f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":5,"result":{}}`), nil)
+		}
+	}()
+	accepted = append(accepted,
+		call(`{"region":"Hello"}`, "Mcp-Param-Region", "=?base64?SGVsbG8=?="),
+		call(`{"region":"=?base64?SGVsbG8="}`, "Mcp-Param-Region", "=?base64?SGVsbG8="),
+		call(`{"region":"eu","spec":{"replicas":3}}`, "mcp-param-region", " eu ", "Mcp-Param-Replicas", "3.0"),
+		call(`{"region":null}`),
+	)
+	for i, resp := range accepted {
+		if resp.StatusCode != 200 {
+			body, _ := io.ReadAll(resp.Body)
+			t.Errorf("case %d: status %d %s, want 200", i, resp.StatusCode, body)
+		}
 	}
 }

@@ -97,6 +97,9 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		caller, f := modernCaller(r, msg, meta)
+		if f == nil && msg.Method == "tools/call" {
+			f = h.checkParamHeaders(r, msg)
+		}
 		if f != nil {
 			writeError(w, f.status, msg.ID, f.err)
 			return

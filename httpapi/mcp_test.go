@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakeBackend records what reaches it; the test plays the child's part by
 // feeding each fakeCall.
 type fakeBackend struct {
+	params   map[string][]bridge.ParamHeader // x-mcp-header annotations by tool
 	ready    bool
 	callErr  error
 	calls    chan *fakeCall
@@ -61,6 +62,10 @@ func (f *fakeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
 }
 
 func (f *fakeBackend) Ready() bool { return f.ready }
+
+func (f *fakeBackend) ToolHeaders(ctx context.Context, tool string) ([]bridge.ParamHeader, error) {
+	return f.params[tool], nil
+}
 
 func (f *fakeBackend) Respond(ctx context.Context, answer *jsonrpc.Message) { f.notified <- answer }
 

@@ -22,6 +22,7 @@ type Backend interface {
 	Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error)
 	Notify(ctx context.Context, n *jsonrpc.Message) error
 	Respond(ctx context.Context, answer *jsonrpc.Message)
+	ToolHeaders(ctx context.Context, tool string) ([]bridge.ParamHeader, error)
 	Ready() bool
 }
 
@@ -53,6 +54,10 @@ func (a bridgeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
 
 func (a bridgeBackend) Respond(ctx context.Context, answer *jsonrpc.Message) {
 	a.b.Respond(ctx, answer)
+}
+
+func (a bridgeBackend) ToolHeaders(ctx context.Context, tool string) ([]bridge.ParamHeader, error) {
+	return a.b.ToolHeaders(ctx, tool)
 }
 
 func (a bridgeBackend) Ready() bool { return a.b.Ready() }

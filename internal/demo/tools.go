@@ -69,6 +69,13 @@ func (s *server) tools() []tool {
 		{name: "test_trigger_tool_change", description: "Adds or removes test_dynamic_tool and announces the change.", schema: noArgs, run: s.triggerToolChange},
 		{name: "test_trigger_prompt_change", description: "Adds or removes test_dynamic_prompt and announces the change.", schema: noArgs, run: s.triggerPromptChange},
 		{name: "test_trigger_resource_update", description: "Announces that a resource changed.", schema: object(map[string]any{"uri": str("the resource (default test://watched-resource)")}), run: s.triggerResourceUpdate},
+		{name: "test_custom_headers", description: "Echoes arguments that a 2026-07-28 client mirrors into Mcp-Param-* headers.",
+			schema: object(map[string]any{
+				"region":  map[string]any{"type": "string", "description": "mirrored as Mcp-Param-Region", "x-mcp-header": "Region"},
+				"count":   map[string]any{"type": "integer", "description": "mirrored as Mcp-Param-Count", "x-mcp-header": "Count"},
+				"verbose": map[string]any{"type": "boolean", "description": "mirrored as Mcp-Param-Verbose", "x-mcp-header": "Verbose"},
+			}, "region"), run: s.customHeaders},
+		{name: "json_schema_2020_12_tool", description: "Tool with JSON Schema 2020-12 features", schema: schema2020, run: constant(text("ok"))},
 	}
 	ts = append(ts, s.mrtrTools()...)
 	s.mu.Lock()
@@ -255,4 +262,30 @@ func (s *server) triggerResourceUpdate(_ context.Context, _ *request, args json.
 	_ = json.Unmarshal(args, &a)
 	s.resourceUpdated(a.URI)
 	return text("Announced an update of " + a.URI), nil
+}
+
+func (s *server) customHeaders(_ context.Context, _ *request, args json.RawMessage) (any, *rpcError) {
+	return text("arguments: " + string(args)), nil
+}
+
+// schema2020 uses the JSON Schema 2020-12 vocabulary a tool may carry.
+var schema2020 = map[string]any{
+	"$schema": "https://json-schema.org/draft/2020-12/schema",
+	"type":    "object",
+	"$defs": map[string]any{"address": map[string]any{
+		"$anchor": "addressDef", "type": "object",
+		"properties": map[string]any{"street": map[string]any{"type": "string"}, "city": map[string]any{"type": "string"}},
+	}},
+	"properties": map[string]any{
+		"name":          map[string]any{"type": "string"},
+		"address":       map[string]any{"$ref": "#/$defs/address"},
+		"contactMethod": map[string]any{"type": "string", "enum": []string{"phone", "email"}},
+		"phone":         map[string]any{"type": "string"},
+		"email":         map[string]any{"type": "string"},
+	},
+	"allOf":                []any{map[string]any{"anyOf": []any{map[string]any{"required": []string{"phone"}}, map[string]any{"required": []string{"email"}}}}},
+	"if":                   map[string]any{"properties": map[string]any{"contactMethod": map[string]any{"const": "phone"}}, "required": []string{"contactMethod"}},
+	"then":                 map[string]any{"required": []string{"phone"}},
+	"else":                 map[string]any{"required": []string{"email"}},
+	"additionalProperties": false,
 }
