@@ -196,7 +196,7 @@ func TestSignalShutdown(t *testing.T) {
 	if ev := events.next(); !strings.Contains(ev, "notifications/progress") {
 		t.Fatalf("first event = %q, want progress", ev)
 	}
-	if err := g.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := g.Cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	var last string
@@ -206,18 +206,18 @@ func TestSignalShutdown(t *testing.T) {
 	if !strings.Contains(last, `"id":"s"`) || !strings.Contains(last, `"code":-32005`) {
 		t.Errorf("last event = %s, want the shutdown error for id \"s\"", last)
 	}
-	<-g.done
-	if g.err != nil {
-		t.Errorf("gateway exit: %v, want status 0", g.err)
+	<-g.Done
+	if g.Err != nil {
+		t.Errorf("gateway exit: %v, want status 0", g.Err)
 	}
-	cancelled := g.logs.find(func(r logRecord) bool {
+	cancelled := g.Logs.Find(func(r logRecord) bool {
 		line, _ := r["line"].(string)
 		return r["stream"] == "stderr" && strings.Contains(line, "demo: cancelled request") && strings.Contains(line, "gateway shutting down")
 	})
 	if len(cancelled) != 1 {
 		t.Errorf("the child logged %d cancellations for the shutdown, want 1", len(cancelled))
 	}
-	if len(g.logs.find(func(r logRecord) bool { return r["msg"] == "child exited" })) != 1 {
+	if len(g.Logs.Find(func(r logRecord) bool { return r["msg"] == "child exited" })) != 1 {
 		t.Errorf("no record of the child exiting")
 	}
 }
@@ -226,9 +226,8 @@ func TestSignalShutdown(t *testing.T) {
 // a new child takes over.
 func TestChildCrashFailsTheCall(t *testing.T) {
 	t.Parallel()
-	exe, _ := os.Executable()
-	g := startGateway(t, []string{childEnv + "=crash-on-call", "GATEWAY_RESTART_DELAY_MIN=10ms"}, "--", exe)
-	g.waitReady()
+	g := startWithChild(t, "crash-on-call", "GATEWAY_RESTART_DELAY_MIN=10ms")
+	g.WaitReady()
 	var resp rpcError
 	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}`, &resp)
 	if httpResp.StatusCode != 503 || resp.Error.Code != -32000 || !strings.Contains(resp.Error.Message, "exited") || string(resp.ID) != "7" {
@@ -236,7 +235,7 @@ func TestChildCrashFailsTheCall(t *testing.T) {
 	}
 	// The restarted child completes its handshake again.
 	n := 0
-	g.logs.wait(t, func(r logRecord) bool {
+	g.Logs.Wait(t, func(r logRecord) bool {
 		if r["msg"] == "child ready" {
 			n++
 		}
@@ -362,7 +361,7 @@ func TestAnswerOverTheLimit(t *testing.T) {
 	if len(echo.Result.Content) != 1 || echo.Result.Content[0].Text != "still here" {
 		t.Errorf("the next call got %+v", echo)
 	}
-	if len(g.logs.find(func(r logRecord) bool {
+	if len(g.Logs.Find(func(r logRecord) bool {
 		return r["msg"] == "child wrote a message over the size limit; skipped" && r["size"] != nil
 	})) != 1 {
 		t.Errorf("the oversized line was not logged with its size")

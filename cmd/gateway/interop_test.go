@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -155,8 +154,7 @@ func TestGoSDKClient(t *testing.T) {
 // gateway, driven by the Go SDK client and by plain JSON-RPC.
 func TestGoSDKServerChild(t *testing.T) {
 	t.Parallel()
-	exe, _ := os.Executable()
-	g := startGateway(t, []string{childEnv + "=gosdk-server"}, "--", exe)
+	g := startWithChild(t, "gosdk-server")
 	progress := newProgressLog()
 	session := connectGoSDK(t, g.URL, progress)
 	ctx := context.Background()
@@ -199,12 +197,12 @@ func TestGoSDKServerChild(t *testing.T) {
 	progress.wait(t, "c", 1)
 	cancel()
 	<-errc
-	g.logs.wait(t, func(r logRecord) bool {
+	g.Logs.Wait(t, func(r logRecord) bool {
 		line, _ := r["line"].(string)
 		return strings.Contains(line, "gosdk: slow cancelled")
 	})
 	// The SDK server speaks 2026-07-28, so the probe finds a modern child.
-	if ready := g.logs.find(func(r logRecord) bool { return r["msg"] == "child ready" }); len(ready) != 1 || ready[0]["era"] != "modern" {
+	if ready := g.Logs.Find(func(r logRecord) bool { return r["msg"] == "child ready" }); len(ready) != 1 || ready[0]["era"] != "modern" {
 		t.Errorf("child ready records = %v, want one for a modern child", ready)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package gatewaytest
 
 import (
 	"bufio"
@@ -6,10 +6,47 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// ChildEnv names the child a test binary should run instead of its tests.
+const ChildEnv = "_GATEWAY_TEST_CHILD"
+
+var children = map[string]func(){
+	"gosdk-server":  runGoSDKServer,
+	"crash-on-call": runCrashOnCall,
+}
+
+// Child runs the fake child ChildEnv names, and exits; it returns when
+// none is named. TestMain calls it first: the test binary doubles as the
+// children, started as the gateway's command with ChildEnv set.
+func Child() {
+	name := os.Getenv(ChildEnv)
+	if name == "" {
+		return
+	}
+	run, ok := children[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "no fake child %q\n", name)
+		os.Exit(2)
+	}
+	run()
+	os.Exit(0)
+}
+
+// ChildCommand is the environment and arguments that make the gateway run
+// the named fake child: this test binary, with ChildEnv set.
+func ChildCommand(t testing.TB, name string) (env []string, args []string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{ChildEnv + "=" + name}, []string{"--", exe}
+}
 
 // runGoSDKServer is a third-party stdio MCP server written with the official
 // Go SDK: an echo tool and a slow tool that reports progress and logs to

@@ -1,0 +1,233 @@
+// Package gatewaytest runs the built gateway for end-to-end tests: it
+// builds the binary, starts it with a child, watches its JSON log, and
+// talks to it. The test binary that imports it doubles as third-party
+// children (see Child).
+package gatewaytest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Build builds the gateway into dir, with the race detector when the tests
+// run with it, and returns the binary's path.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "gateway")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/stdiomcp/gateway/cmd/gateway")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build the gateway: %w", err)
+	}
+	return bin, nil
+}
+
+// gateway is a running gateway binary with its log.
+type Gateway struct {
+	t    testing.TB
+	Cmd  *exec.Cmd
+	URL  string
+	Logs *LogWatch
+	Done chan struct{} // closed when the process has exited
+	Err  error         // exit status, after Done
+}
+
+// Start runs the gateway binary bin with the given environment (added to the
+// test's) and arguments, and waits until it listens.
+func Start(t testing.TB, bin string, env []string, args ...string) *Gateway {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "GATEWAY_ADDR=127.0.0.1:0", "GATEWAY_LOG_FORMAT=json", "GATEWAY_LOG_LEVEL=debug")
+	cmd.Env = append(cmd.Env, env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g := &Gateway{t: t, Cmd: cmd, Logs: newLogWatch(), Done: make(chan struct{})}
+	go g.Logs.read(stderr, func() {
+		g.Err = cmd.Wait()
+		close(g.Done)
+	})
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-g.Done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-g.Done
+			t.Errorf("the gateway did not stop on SIGTERM")
+		}
+		if t.Failed() || os.Getenv("GATEWAY_TEST_LOGS") != "" {
+			t.Logf("gateway log:\n%s", g.Logs.Text())
+		}
+	})
+	rec := g.Logs.Wait(t, func(r Record) bool { return r["msg"] == "listening" })
+	g.URL = "http://" + rec["addr"].(string)
+	return g
+}
+
+// WaitReady waits for the child's handshake to be done.
+func (g *Gateway) WaitReady() {
+	g.t.Helper()
+	g.Logs.Wait(g.t, func(r Record) bool { return r["msg"] == "child ready" })
+}
+
+type Record map[string]any
+
+// LogWatch collects the gateway's JSON log lines and lets tests wait for one.
+type LogWatch struct {
+	mu      sync.Mutex
+	lines   []string
+	records []Record
+	changed chan struct{}
+	closed  bool
+}
+
+func newLogWatch() *LogWatch { return &LogWatch{changed: make(chan struct{})} }
+
+func (l *LogWatch) read(r io.Reader, atEOF func()) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec Record
+		_ = json.Unmarshal(sc.Bytes(), &rec)
+		l.mu.Lock()
+		l.lines = append(l.lines, sc.Text())
+		if rec != nil {
+			l.records = append(l.records, rec)
+		}
+		close(l.changed)
+		l.changed = make(chan struct{})
+		l.mu.Unlock()
+	}
+	atEOF()
+	l.mu.Lock()
+	l.closed = true
+	close(l.changed)
+	l.mu.Unlock()
+}
+
+// Wait returns the first record matching pred, waiting for it to be logged.
+func (l *LogWatch) Wait(t testing.TB, pred func(Record) bool) Record {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	seen := 0
+	for {
+		l.mu.Lock()
+		recs, changed, closed := l.records[seen:], l.changed, l.closed
+		l.mu.Unlock()
+		for _, r := range recs {
+			if pred(r) {
+				return r
+			}
+		}
+		seen += len(recs)
+		if closed {
+			t.Fatalf("the gateway exited without logging what the test waits for")
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("the gateway did not log what the test waits for")
+		}
+	}
+}
+
+// Find returns every record matching pred so far.
+func (l *LogWatch) Find(pred func(Record) bool) []Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Record
+	for _, r := range l.records {
+		if pred(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (l *LogWatch) Text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// RPC posts one JSON-RPC message and returns the response.
+func RPC(t testing.TB, ctx context.Context, url, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// RPCJSON posts a request and decodes its JSON answer.
+func RPCJSON(t testing.TB, url, body string, into any) *http.Response {
+	t.Helper()
+	resp := RPC(t, context.Background(), url, body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		t.Fatalf("answer %s: %v", b, err)
+	}
+	return resp
+}
+
+// Received is the demo's record of what reached it.
+type Received struct {
+	Requests []struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Tool   string          `json:"tool"`
+	} `json:"requests"`
+	Cancellations []struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Reason    string          `json:"reason"`
+		Running   bool            `json:"running"`
+	} `json:"cancellations"`
+}
+
+// DemoReceived asks the demo child what it has received, after waiting for
+// at least n cancellations.
+func DemoReceived(t testing.TB, url string, n int) Received {
+	t.Helper()
+	var resp struct {
+		Result struct {
+			IsError           bool     `json:"isError"`
+			StructuredContent Received `json:"structuredContent"`
+		} `json:"result"`
+	}
+	RPCJSON(t, url, fmt.Sprintf(`{"jsonrpc":"2.0","id":"rcv","method":"tools/call","params":{"name":"received","arguments":{"wait_cancelled":%d}}}`, n), &resp)
+	if resp.Result.IsError {
+		t.Fatalf("the demo saw fewer than %d cancellations: %+v", n, resp.Result.StructuredContent)
+	}
+	return resp.Result.StructuredContent
+}
