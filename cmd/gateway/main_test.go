@@ -57,4 +57,3 @@ var (
 	rpcJSON      = gatewaytest.RPCJSON
 	demoReceived = gatewaytest.DemoReceived
 )
-
