@@ -146,9 +146,12 @@ func (s *session) question(m *jsonrpc.Message) {
 	}
 	switch {
 	case !hasCapability(caller.Capabilities, capability):
-		if caller.Modern && c != nil {
+		if caller.Modern && c != nil && capability != "roots" {
 			// If nothing the child asks can be asked, the call needs a
 			// capability the client lacks: -32021, decided in flushParks.
+			// Not for roots: servers ask for them on their own schedule
+			// (after initialize, on list changes), so a roots/list that
+			// happens to come during a call says nothing about the call.
 			ex.missing = append(ex.missing, capability)
 			s.parkSoon(ex)
 		}
