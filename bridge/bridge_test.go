@@ -298,3 +298,27 @@ func TestSlowConsumerProgressIsCoalesced(t *testing.T) {
 		t.Errorf("last progress kept = %d, want the latest, 100", last)
 	}
 }
+
+// A client that leaves while asking about a task does not cancel anything
+// on the child: only tasks/cancel ends a task.
+func TestTaskRequestsAreNeverCancelled(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	child := w.child()
+	ctx, leave := context.WithCancel(context.Background())
+	c, err := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}`), Caller{Modern: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.expect("tasks/get")
+	leave()
+	c.Wait()
+	// The next thing the child sees is the next call, not a cancellation.
+	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if m := child.next(); m.Method != "tools/list" {
+		t.Fatalf("child got %s, want no cancellation for a tasks/get", m.Raw)
+	} else {
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	}
+	c2.Wait()
+}

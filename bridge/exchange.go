@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,8 +91,11 @@ func (ex *exchange) current() *Call {
 // should go now. While the write is still in flight it records the reason
 // instead, and writeDone sends the cancellation once the request is out.
 func (ex *exchange) sentOrWanted(reason string) bool {
-	if ex.internal || ex.method == "initialize" {
-		return false // the spec forbids cancelling initialize
+	if ex.internal || ex.method == "initialize" || strings.HasPrefix(ex.method, "tasks/") {
+		// The spec forbids cancelling initialize. A task is never cancelled
+		// by a client going away: a tasks/* request is only a look at one,
+		// and only tasks/cancel ends it.
+		return false
 	}
 	ex.mu.Lock()
 	defer ex.mu.Unlock()

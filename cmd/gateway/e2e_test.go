@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // rpcError is a JSON-RPC error answer.
@@ -365,5 +367,57 @@ func TestAnswerOverTheLimit(t *testing.T) {
 		return r["msg"] == "child wrote a message over the size limit; skipped" && r["size"] != nil
 	})) != 1 {
 		t.Errorf("the oversized line was not logged with its size")
+	}
+}
+
+// The tasks extension passes through: a task created by tools/call is
+// polled with tasks/get (Mcp-Name checked), and outlives the requests
+// around it; the child is never told to cancel it.
+func TestTasksPassThrough(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil, "--", gatewayBin, "demo", "-era", "modern")
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+	post := func(method, name, params string) (int, map[string]any) {
+		req, _ := http.NewRequest("POST", g.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{`+params+`,`+meta+`}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", method)
+		req.Header.Set("Mcp-Name", name)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	_, created := post("tools/call", "test_tool_with_task", `"name":"test_tool_with_task","arguments":{"duration_ms":300}`)
+	result, _ := created["result"].(map[string]any)
+	taskID, _ := result["taskId"].(string)
+	if result["resultType"] != "task" || taskID == "" {
+		t.Fatalf("tools/call answered %v, want a CreateTaskResult", created)
+	}
+	if status, m := post("tasks/get", "not-"+taskID, `"taskId":"`+taskID+`"`); status != 400 || fmt.Sprint(m["error"]) == "<nil>" {
+		t.Errorf("tasks/get with the wrong Mcp-Name: status %d %v, want 400", status, m)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, m := post("tasks/get", taskID, `"taskId":"`+taskID+`"`)
+		r, _ := m["result"].(map[string]any)
+		if r["status"] == "completed" {
+			if !strings.Contains(fmt.Sprint(r["result"]), "done after") {
+				t.Errorf("completed task = %v", r)
+			}
+			break
+		}
+		if r["status"] != "working" || time.Now().After(deadline) {
+			t.Fatalf("tasks/get = %v", m)
+		}
+		// Poll at the interval the task asked for.
+		<-time.After(time.Duration(r["pollIntervalMs"].(float64)) * time.Millisecond)
+	}
+	if got := demoReceived(t, g.URL, 0); len(got.Cancellations) != 0 {
+		t.Errorf("the child was told to cancel: %+v", got.Cancellations)
 	}
 }

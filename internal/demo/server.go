@@ -48,6 +48,8 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := &server{
+		life:     ctx,
+		tasks:    map[string]*task{},
 		era:      *era,
 		out:      out,
 		errOut:   errOut,
@@ -79,6 +81,7 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 }
 
 type server struct {
+	life   context.Context // the server's own lifetime: tasks run under it
 	era    string
 	out    io.Writer
 	errOut io.Writer
@@ -98,6 +101,8 @@ type server struct {
 	subs          map[string]bool   // resources/subscribe'd URIs (legacy)
 	toolAdded     bool              // test_trigger_tool_change toggles a tool
 	promptAdded   bool              // test_trigger_prompt_change toggles a prompt
+	tasks         map[string]*task
+	nextTask      int
 	requests      []seenRequest
 	cancellations []seenCancel
 	changed       chan struct{} // closed and replaced when history grows
@@ -266,6 +271,9 @@ func (s *server) handlers(r *request) map[string]handler {
 	if r.modern {
 		common["server/discover"] = s.discover
 		common["subscriptions/listen"] = s.listen
+		common["tasks/get"] = s.tasksGet
+		common["tasks/cancel"] = s.tasksCancel
+		common["tasks/update"] = s.tasksUpdate
 		return common
 	}
 	common["initialize"] = s.initialize
@@ -358,7 +366,9 @@ func (s *server) capabilities(modern bool) map[string]any {
 		"resources":   map[string]any{"subscribe": true, "listChanged": true},
 		"completions": map[string]any{},
 	}
-	if !modern {
+	if modern {
+		c["extensions"] = map[string]any{tasksExtension: map[string]any{}}
+	} else {
 		c["logging"] = map[string]any{}
 	}
 	return c

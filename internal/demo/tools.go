@@ -75,6 +75,8 @@ func (s *server) tools() []tool {
 				"count":   map[string]any{"type": "integer", "description": "mirrored as Mcp-Param-Count", "x-mcp-header": "Count"},
 				"verbose": map[string]any{"type": "boolean", "description": "mirrored as Mcp-Param-Verbose", "x-mcp-header": "Verbose"},
 			}, "region"), run: s.customHeaders},
+		{name: "test_tool_with_task", description: "Works for duration_ms (default 200); as a task when the client declares the tasks extension.",
+			schema: object(map[string]any{"duration_ms": integer("how long the work takes")}), run: s.taskTool},
 		{name: "json_schema_2020_12_tool", description: "Tool with JSON Schema 2020-12 features", schema: schema2020, run: constant(text("ok"))},
 	}
 	ts = append(ts, s.mrtrTools()...)
