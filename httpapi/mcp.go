@@ -236,6 +236,10 @@ func statusFor(code int) int {
 		return http.StatusGatewayTimeout
 	case jsonrpc.CodeTooLarge:
 		return http.StatusBadGateway
+	case jsonrpc.CodeCancelled:
+		// The client asked for this ending with its own
+		// notifications/cancelled: an outcome, not a failure.
+		return http.StatusOK
 	}
 	return http.StatusInternalServerError
 }

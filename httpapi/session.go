@@ -69,8 +69,8 @@ func (ss *sessions) create(params []byte) (*session, *rpcFailure) {
 			}
 		}
 		if oldest == nil {
-			f := refuse(http.StatusServiceUnavailable, jsonrpc.CodeOverloaded, "too many sessions, all with calls in flight; try again later", nil)
-			return nil, f
+			return nil, &rpcFailure{http.StatusServiceUnavailable,
+				jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded", "too many sessions, all with calls in flight; try again later")}
 		}
 		delete(ss.byID, oldest.id)
 		oldest.end("session evicted")

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
 const initBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"c","version":"1"}}}`
@@ -150,7 +152,7 @@ func TestSessionLimits(t *testing.T) {
 		busy := &fakeCall{wake: make(chan struct{}, 1), ended: make(chan struct{})}
 		b.track([]byte("1"), busy)
 		c.track([]byte("1"), &fakeCall{wake: make(chan struct{}, 1), ended: make(chan struct{})})
-		if _, f := ss.create(nil); f == nil || f.status != http.StatusServiceUnavailable {
+		if _, f := ss.create(nil); f == nil || f.status != http.StatusServiceUnavailable || f.err.Code != jsonrpc.CodeOverloaded {
 			t.Errorf("a full table of busy sessions took another: %+v", f)
 		}
 		time.Sleep(2 * time.Hour)
