@@ -100,7 +100,9 @@ func (s *session) toChild(ctx context.Context, line []byte, method string) {
 	defer cancel()
 	if err := s.t.WriteMessage(ctx, line); err != nil {
 		s.log.Warn("could not answer the child's request", "method", method, "err", err)
+		return
 	}
+	s.log.Debug("answered the child's request", "method", method)
 }
 
 // refuseChild answers one of the child's requests with an error.
@@ -233,6 +235,7 @@ func (s *session) flushParks() {
 			ex.mu.Unlock() // answered or ended meanwhile
 		case len(ex.asks) > 0:
 			irr := ex.parkLocked(c)
+			s.log.Debug("parked a call for its client's input", "id", ex.id, "questions", len(ex.asks), "round", ex.round)
 			ex.mu.Unlock()
 			c.finish(jsonrpc.NewResult(c.clientID, irr), nil)
 		case len(missing) > 0:
@@ -269,10 +272,8 @@ func inputKey(id []byte) string {
 // the gateway can tell: the one call in flight, or, with none, the one call
 // parked waiting for its client's answers. nil otherwise.
 func (s *session) onlyExchange() *exchange {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var active, parked []*exchange
-	for _, ex := range s.pending {
+	for _, ex := range s.inFlight() {
 		if ex.internal || ex.method == "subscriptions/listen" {
 			continue
 		}

@@ -131,7 +131,8 @@ func TestLegacyChildAsksAModernClient(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	child := w.child()
-	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"test_elicitation"}}`), modernAsker)
+	firstCtx, leave := context.WithCancel(context.Background())
+	c, err := w.b.Call(firstCtx, request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"test_elicitation"}}`), modernAsker)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +142,10 @@ func TestLegacyChildAsksAModernClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The first request's client goes away once it has its answer, as
+	// every HTTP request does: that must not retire the parked call.
+	c.Cancel("client disconnected")
+	leave()
 	var irr struct {
 		ID     json.RawMessage `json:"id"`
 		Result struct {
@@ -163,9 +168,12 @@ func TestLegacyChildAsksAModernClient(t *testing.T) {
 			t.Errorf("input request = %+v", r)
 		}
 	}
+	// Bounded, so that a retry whose answer is lost fails instead of hanging.
+	retryCtx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
 	retry := func(id, responses, state string) *Call {
 		t.Helper()
-		r, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"test_elicitation","inputResponses":`+responses+`,"requestState":"`+state+`"}}`), modernAsker)
+		r, err := w.b.Call(retryCtx, request(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"test_elicitation","inputResponses":`+responses+`,"requestState":"`+state+`"}}`), modernAsker)
 		if err != nil {
 			t.Fatalf("retry: %v", err)
 		}

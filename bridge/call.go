@@ -205,8 +205,11 @@ func errTimeout(msg string) *jsonrpc.Error {
 // the request. An empty reason means the child must not be told.
 func (c *Call) abort(err error, reason string) {
 	ex := c.exchange()
-	if ex != nil && !c.s.claim(ex) {
-		return // the child's answer won the race; it ends the call
+	if ex != nil && !ex.retire(c) {
+		// The child's answer won the race and ends the call; or the
+		// exchange was parked (the call has its InputRequiredResult) or
+		// continued by a retry, and is no longer this call's to retire.
+		return
 	}
 	if !c.finish(nil, err) {
 		return

@@ -61,6 +61,7 @@ func (s *session) start(ctx context.Context, c *Call, method string, line []byte
 		return e
 	}
 	err := s.t.WriteMessage(ctx, line)
+	s.log.Debug("to child", "id", ex.id, "method", method, "size", len(line), "err", err)
 	ex.writeDone(err)
 	switch {
 	case err == nil:
@@ -78,6 +79,22 @@ func (s *session) start(ctx context.Context, c *Call, method string, line []byte
 		c.abort(e, "")
 		return e
 	}
+}
+
+// retire takes the exchange out of the pending table for its call c, so
+// that a late answer is dropped, and detaches c so that it is not parked
+// afterwards. It fails when the child's answer claimed the exchange first,
+// or when c no longer owns it: parking detached c, or a retry took over.
+// Deciding under ex.mu keeps a call that leaves just as it is parked from
+// retiring the parked exchange its retry will need.
+func (ex *exchange) retire(c *Call) bool {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.call != c || !ex.s.claim(ex) {
+		return false
+	}
+	ex.call = nil
+	return true
 }
 
 // current is the exchange's client side, or nil while parked.

@@ -25,8 +25,7 @@ func (s *session) routeLog(m *jsonrpc.Message) {
 	_ = json.Unmarshal(m.Params, &p)
 	var target *Call
 	wanting, total := 0, 0
-	s.mu.Lock()
-	for _, ex := range s.pending {
+	for _, ex := range s.inFlight() {
 		c := ex.current()
 		if ex.internal || c == nil || ex.method == methodListen {
 			continue // parked calls wait for their client; listens do not log
@@ -37,7 +36,6 @@ func (s *session) routeLog(m *jsonrpc.Message) {
 			target = c
 		}
 	}
-	s.mu.Unlock()
 	if wanting != 1 || (s.era == EraLegacy && total != 1) {
 		s.log.Debug("dropped a child log message: no single call it belongs to", "calls", total, "wanting_logs", wanting)
 		return

@@ -104,6 +104,19 @@ func (s *session) claimID(id int64) *exchange {
 	return ex
 }
 
+// inFlight is a snapshot of the pending exchanges. Lock order is ex.mu
+// before s.mu (see retire), so code that looks into exchanges works on a
+// snapshot rather than under s.mu.
+func (s *session) inFlight() []*exchange {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := make([]*exchange, 0, len(s.pending))
+	for _, ex := range s.pending {
+		all = append(all, ex)
+	}
+	return all
+}
+
 func (s *session) lookup(id int64) *exchange {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,6 +217,7 @@ func (s *session) dispatch(raw []byte) {
 		s.log.Warn("child wrote a message that is not JSON-RPC; skipped", "err", err, "size", len(raw), "head", head(raw))
 		return
 	}
+	s.log.Debug("from child", "method", m.Method, "id", string(m.ID), "size", len(raw))
 	switch m.Kind {
 	case jsonrpc.KindResponse:
 		s.response(m)

@@ -145,15 +145,11 @@ func typescriptClient(t *testing.T, url, mode string, c childSpec) {
 func goSDKClient(t *testing.T, url string, c childSpec) {
 	progress := newProgressLog()
 	session := connectGoSDK(t, strings.TrimSuffix(url, "/mcp"), progress)
-	ctx := context.Background()
-	tools, err := session.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tool := range tools.Tools {
-		names = append(names, tool.Name)
-	}
+	// Bounded, so that a call that never ends fails the test with the
+	// gateway's log instead of hanging it.
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	names := toolNames(t, session)
 	if !strings.Contains(fmt.Sprint(names), c.progress.Name) {
 		t.Errorf("tools = %v", names)
 	}

@@ -26,7 +26,7 @@ func TestConformance(t *testing.T) {
 			t.Run(requirements+"/"+era+"-child", func(t *testing.T) {
 				t.Parallel()
 				scored := scoredScenarios(t, requirements)
-				g := startGateway(t, []string{"GATEWAY_LOG_LEVEL=info"}, "--", gatewayBin, "demo", "-era", era)
+				g := startGateway(t, nil, "--", gatewayBin, "demo", "-era", era)
 				out := t.TempDir()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				defer cancel()

@@ -91,14 +91,7 @@ func TestGoSDKClient(t *testing.T) {
 	session := connectGoSDK(t, g.URL, progress)
 	ctx := context.Background()
 
-	tools, err := session.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tool := range tools.Tools {
-		names = append(names, tool.Name)
-	}
+	names := toolNames(t, session)
 	if got := strings.Join(names, ","); !strings.Contains(got, "echo") || !strings.Contains(got, "slow") {
 		t.Errorf("tools = %s", got)
 	}
@@ -205,4 +198,18 @@ func TestGoSDKServerChild(t *testing.T) {
 	if ready := g.Logs.Find(func(r logRecord) bool { return r["msg"] == "child ready" }); len(ready) != 1 || ready[0]["era"] != "modern" {
 		t.Errorf("child ready records = %v, want one for a modern child", ready)
 	}
+}
+
+// toolNames lists the tools through a Go SDK client session.
+func toolNames(t *testing.T, session *mcp.ClientSession) []string {
+	t.Helper()
+	tools, err := session.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
 }

@@ -6,13 +6,9 @@
 package interop
 
 import (
-	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/stdiomcp/gateway/internal/gatewaytest"
 )
@@ -20,28 +16,7 @@ import (
 // gatewayBin is the gateway built once for the whole run.
 var gatewayBin string
 
-func TestMain(m *testing.M) {
-	gatewaytest.Child()
-	dir, err := os.MkdirTemp("", "gateway-interop")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if gatewayBin, err = gatewaytest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code == 0 {
-		http.DefaultClient.CloseIdleConnections()
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { gatewaytest.Main(m, &gatewayBin) }
 
 type (
 	gateway   = gatewaytest.Gateway

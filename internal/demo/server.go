@@ -503,7 +503,14 @@ func (s *server) answered(m *message) {
 	reply, ok := s.asked[string(m.ID)]
 	s.mu.Unlock()
 	if ok {
-		reply <- *m
+		// Never block the reader: a second answer under the same id (the
+		// client answered twice, or answered a question this one
+		// superseded) has nowhere to go.
+		select {
+		case reply <- *m:
+		default:
+			fmt.Fprintf(s.errOut, "demo: a second answer to %s; dropped\n", m.ID)
+		}
 		return
 	}
 	fmt.Fprintf(s.errOut, "demo: an answer to %s, which it never asked\n", m.ID)

@@ -19,7 +19,37 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+// Main is TestMain for a package that drives the built gateway: it runs
+// the test binary as a child when asked to (see Child), builds the gateway
+// once into *bin, runs the tests, then checks for leaked goroutines, and
+// exits.
+func Main(m *testing.M, bin *string) {
+	Child()
+	dir, err := os.MkdirTemp("", "gateway-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *bin, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		// Idle keep-alive connections of the shared client are not leaks.
+		http.DefaultClient.CloseIdleConnections()
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // Build builds the gateway into dir, with the race detector when the tests
 // run with it, and returns the binary's path.
