@@ -73,6 +73,7 @@ type Options struct {
 	CancelTimeout    time.Duration // 0: 5s; how long writing notifications/cancelled may take
 	RestartMin       time.Duration // 0: 250ms; first delay before restarting a child that exited
 	RestartMax       time.Duration // 0: 30s; the delay doubles up to this
+	WedgeTimeout     time.Duration // 0: 1m; negative: never. With calls pending and nothing read for this long, the child is probed, and killed if the probe goes unanswered for ProbeTimeout
 	MaxNotes         int           // 0: 256; undelivered notifications kept per call before progress is coalesced
 	ClientName       string        // "": stdiomcp-gateway; clientInfo.name toward the child
 	ClientVersion    string        // "": dev
@@ -90,6 +91,9 @@ func (o *Options) defaults() {
 	setDefault(&o.CancelTimeout, 5*time.Second)
 	setDefault(&o.RestartMin, 250*time.Millisecond)
 	setDefault(&o.RestartMax, 30*time.Second)
+	if o.WedgeTimeout == 0 {
+		o.WedgeTimeout = time.Minute
+	}
 	if o.MaxNotes <= 0 {
 		o.MaxNotes = 256
 	}
@@ -235,6 +239,9 @@ func (b *Bridge) startSession(ctx context.Context) (*session, error) {
 	if s.era == EraModern {
 		s.watchTools(ctx)
 	}
+	// Close sets bgClosed only after this goroutine (run) has returned, so
+	// spawn starts a goroutine here.
+	b.spawn(func() { s.watch(ctx) })
 	b.mu.Lock()
 	s.ready = true
 	b.notifyChangedLocked()

@@ -102,6 +102,7 @@ type autoReply struct {
 	discover    string // "result", "error", "exit" (close output), "late" (answer only after initialize) or "" (silent)
 	initialize  bool   // answer initialize with a 2025-11-25 InitializeResult
 	listChanged bool   // a modern child that announces tool list changes
+	ignorePing  bool   // a wedged child: pings go unanswered
 }
 
 func (c *fakeChild) readLoop(r io.Reader) {
@@ -140,6 +141,8 @@ func (c *fakeChild) readLoop(r io.Reader) {
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1"}}}}`, m.ID)
 		case m.Method == "server/discover" && c.auto.discover == "error":
 			c.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
+		case m.Method == "ping" && !c.auto.ignorePing:
+			c.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
 		case m.Method == "initialize" && c.auto.initialize:
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true},"logging":{}},"serverInfo":{"name":"fake","version":"1"},"instructions":"be nice"}}`, m.ID)
 		}
@@ -158,7 +161,8 @@ func (c *fakeChild) send(format string, args ...any) {
 // exit closes the child's output, as a process that exits does.
 func (c *fakeChild) exit() { c.out.Close() }
 
-// next returns the next message the bridge wrote, skipping the handshake.
+// next returns the next message the bridge wrote, skipping the handshake
+// and liveness probes.
 func (c *fakeChild) next() *jsonrpc.Message {
 	c.t.Helper()
 	for {
@@ -167,7 +171,7 @@ func (c *fakeChild) next() *jsonrpc.Message {
 			if !ok {
 				c.t.Fatal("the bridge closed the child's input")
 			}
-			if m.Method == "server/discover" || m.Method == "initialize" || m.Method == "notifications/initialized" {
+			if m.Method == "server/discover" || m.Method == "initialize" || m.Method == "notifications/initialized" || m.Method == "ping" {
 				continue
 			}
 			return m

@@ -30,7 +30,8 @@ func gatewayCode(t *testing.T, err error) int {
 func TestTimeouts(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		w := &world{t: t, children: make(chan *fakeChild, 8)}
+		// The child answers liveness probes, as a live one does.
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{discover: "result"}}
 		w.b = New(w.start, Options{Era: EraModern, IdleTimeout: time.Minute, MaxDuration: 10 * time.Minute})
 		child := <-w.children
 		defer child.exit()

@@ -29,10 +29,11 @@ type session struct {
 	pending map[int64]*exchange
 	ended   error // why the session ended; nil while it runs
 
-	done    chan struct{} // closed when the reader has stopped and every call has ended
-	ready   bool          // handshake done; guarded by b.mu
-	replies atomic.Int32
-	toPark  []*exchange // calls to park once the child's questions that came together are all in; reader only
+	done     chan struct{} // closed when the reader has stopped and every call has ended
+	ready    bool          // handshake done; guarded by b.mu
+	replies  atomic.Int32
+	lastRead atomic.Int64 // when the child last wrote, in Unix nanoseconds (see watch)
+	toPark   []*exchange  // calls to park once the child's questions that came together are all in; reader only
 
 	tools     toolCache // the child's x-mcp-header annotations
 	toolWatch *Call     // the gateway's own listen for tool list changes (modern child)
@@ -51,7 +52,7 @@ type session struct {
 }
 
 func newSession(b *Bridge, t Transport) *session {
-	return &session{
+	s := &session{
 		b:          b,
 		t:          t,
 		log:        b.log,
@@ -59,6 +60,8 @@ func newSession(b *Bridge, t Transport) *session {
 		subscribed: map[string]int{},
 		done:       make(chan struct{}),
 	}
+	s.touch()
+	return s
 }
 
 func (s *session) endErr() error {
@@ -157,6 +160,7 @@ func (s *session) readLoop() {
 	defer close(s.done)
 	for {
 		line, err := s.t.ReadMessage()
+		s.touch()
 		if err != nil {
 			var skipped skippedMessage
 			if errors.As(err, &skipped) {

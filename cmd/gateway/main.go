@@ -125,6 +125,7 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		RestartMin:       cfg.RestartDelayMin,
 		RestartMax:       cfg.RestartDelayMax,
+		WedgeTimeout:     wedgeTimeout(cfg.WedgeTimeout),
 		ClientVersion:    version,
 		Logger:           log,
 	})
@@ -178,4 +179,13 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// wedgeTimeout maps the setting to the bridge's option: 0 turns the check
+// off, which the bridge spells as a negative duration.
+func wedgeTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
