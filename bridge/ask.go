@@ -78,20 +78,28 @@ func (b *Bridge) takeAsk(id string) *ask {
 // of its calls' streams. An answer nobody waits for (the call has ended) is
 // dropped.
 func (b *Bridge) Respond(ctx context.Context, m *jsonrpc.Message) {
+	if !b.respond(ctx, m) {
+		b.log.Debug("dropped an answer to no waiting question", "id", string(m.ID))
+	}
+}
+
+// respond delivers an answer if one of this bridge's questions waits for
+// it, and reports whether one did.
+func (b *Bridge) respond(ctx context.Context, m *jsonrpc.Message) bool {
 	a := b.takeAsk(string(m.ID))
 	if a == nil {
-		b.log.Debug("dropped an answer to no waiting question", "id", string(m.ID))
-		return
+		return false
 	}
 	if a.call != nil {
 		a.call.inputAnswered(a, m)
-		return
+		return true
 	}
 	a.ex.mu.Lock()
 	delete(a.ex.asks, a.id)
 	a.ex.mu.Unlock()
 	idSpan, _ := m.IDSpan()
 	a.ex.s.toChild(ctx, jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: idSpan, New: a.childID}), a.method)
+	return true
 }
 
 // toChild writes an answer to one of the child's own requests.

@@ -120,9 +120,10 @@ type Bridge struct {
 	start StartFunc
 	log   *slog.Logger
 
-	// nextID is shared by every child the bridge ever starts, so an id is
-	// never reused for the life of the gateway.
-	nextID atomic.Int64
+	// nextID is shared by every child the bridge ever starts, and by the
+	// other workers of its pool, so an id is never reused for the life of
+	// the gateway.
+	nextID *atomic.Int64
 
 	mu       sync.Mutex
 	sess     *session      // the current child; nil before the first
@@ -137,7 +138,7 @@ type Bridge struct {
 	bgClosed bool           // Close is waiting for wg; no more may be added
 	wg       sync.WaitGroup // cancellations, replies and closes still running
 
-	stateKey [32]byte // signs the requestState of parked calls (park.go)
+	stateKey *[32]byte // signs the requestState of parked calls (park.go); shared by a pool
 	askMu    sync.Mutex
 	asks     map[string]*ask     // questions waiting on legacy clients, by the id they were sent with
 	parked   map[int64]*exchange // calls waiting for a modern client's retry
@@ -150,12 +151,32 @@ type Bridge struct {
 // New starts the first child in the background and returns at once; calls
 // made before its handshake is done wait for it.
 func New(start StartFunc, opts Options) *Bridge {
+	return newBridge(start, opts, newShared())
+}
+
+// shared is what the workers of a pool have in common: the id counter and
+// the key that signs requestState, so that any of them can read a state
+// another minted.
+type shared struct {
+	ids *atomic.Int64
+	key *[32]byte
+}
+
+func newShared() shared {
+	sh := shared{ids: new(atomic.Int64), key: new([32]byte)}
+	_, _ = rand.Read(sh.key[:])
+	return sh
+}
+
+func newBridge(start StartFunc, opts Options, sh shared) *Bridge {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{
 		opts:     opts,
 		start:    start,
 		log:      opts.Logger,
+		nextID:   sh.ids,
+		stateKey: sh.key,
 		changed:  make(chan struct{}),
 		starting: true,
 		stopRun:  cancel,
@@ -163,7 +184,6 @@ func New(start StartFunc, opts Options) *Bridge {
 		asks:     map[string]*ask{},
 		parked:   map[int64]*exchange{},
 	}
-	_, _ = rand.Read(b.stateKey[:])
 	go b.run(ctx)
 	return b
 }
@@ -319,6 +339,14 @@ func (b *Bridge) WaitReady(ctx context.Context) error {
 	}
 }
 
+// status reports whether a child is ready, and whether one is starting.
+func (b *Bridge) status() (ready, starting bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ready = !b.closed && b.sess != nil && b.sess.ready && b.sess.endErr() == nil
+	return ready, b.starting
+}
+
 // Ready reports whether a child is running and its handshake is done.
 func (b *Bridge) Ready() bool {
 	b.mu.Lock()
@@ -328,7 +356,9 @@ func (b *Bridge) Ready() bool {
 
 // Stats are counters for tests and metrics.
 type Stats struct {
-	Pending       int    // calls waiting for the child
+	InFlight      int    // calls holding a worker's slot (a Pool's count)
+	Queued        int    // calls waiting for a free worker (a Pool's count)
+	Pending       int    // requests waiting for the child
 	LateResponses uint64 // responses dropped because their call had been retired
 	Unknown       uint64 // responses for ids the bridge never sent
 	Restarts      uint64 // children started after the first

@@ -36,6 +36,8 @@ type Call struct {
 	stopCtx func() bool // detaches the caller's ctx
 	inputs  *inputs     // a modern child's input requests, being answered by a legacy client
 	onEnd   func()      // runs once when the call ends (a listen's cleanup)
+	after   []func()    // run once the call has ended (see whenDone)
+	ended   bool        // finish has run
 }
 
 // Call forwards a request to the child on behalf of caller. It waits while
@@ -233,12 +235,29 @@ func (c *Call) finish(resp []byte, err error) bool {
 	}
 	c.release()
 	c.mu.Lock()
-	onEnd := c.onEnd
+	onEnd, after := c.onEnd, c.after
+	c.after, c.ended = nil, true
 	c.mu.Unlock()
 	if onEnd != nil {
 		onEnd()
 	}
+	for _, f := range after {
+		f()
+	}
 	return true
+}
+
+// whenDone runs f once the call has ended, at once if it already has. A
+// call the gateway answered by itself (no session) is born ended.
+func (c *Call) whenDone(f func()) {
+	c.mu.Lock()
+	if !c.ended && c.s != nil {
+		c.after = append(c.after, f)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	f()
 }
 
 // progress relays a progress notification for the call's exchange, with

@@ -35,10 +35,19 @@ type Call interface {
 	Cancel(reason string)
 }
 
-// FromBridge adapts a *bridge.Bridge to Backend.
-func FromBridge(b *bridge.Bridge) Backend { return bridgeBackend{b} }
+// Bridge is what *bridge.Bridge and *bridge.Pool offer.
+type Bridge interface {
+	Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (*bridge.Call, error)
+	Notify(ctx context.Context, n *jsonrpc.Message) error
+	Respond(ctx context.Context, answer *jsonrpc.Message)
+	ToolHeaders(ctx context.Context, tool string) ([]bridge.ParamHeader, error)
+	Ready() bool
+}
 
-type bridgeBackend struct{ b *bridge.Bridge }
+// FromBridge adapts a *bridge.Bridge or *bridge.Pool to Backend.
+func FromBridge(b Bridge) Backend { return bridgeBackend{b} }
+
+type bridgeBackend struct{ b Bridge }
 
 func (a bridgeBackend) Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error) {
 	c, err := a.b.Call(ctx, req, caller)

@@ -22,6 +22,11 @@ type Config struct {
 	Addr    string `default:"127.0.0.1:8080" desc:"address to listen on (host:port)"`
 	Command string `desc:"the stdio MCP server to run, split into words on spaces (quotes group words); a command after -- wins; empty: the built-in demo server"`
 	Era     string `default:"auto" desc:"how to talk to the child: auto (probe with server/discover, fall back to initialize), legacy or modern"`
+	Workers int    `default:"1" desc:"how many children to run; each call goes to the one with the fewest calls in flight (unsafe for servers that keep state in memory between calls)"`
+
+	MaxInFlight  int           `split_words:"true" default:"64" desc:"calls in flight per child; more wait in the queue"`
+	QueueSize    int           `split_words:"true" default:"256" desc:"calls waiting for a free child; beyond it calls are refused at once (503, -32003); 0: none wait"`
+	QueueTimeout time.Duration `split_words:"true" default:"30s" desc:"the longest a call waits in the queue before it is refused"`
 
 	CallIdleTimeout  time.Duration `split_words:"true" default:"5m" desc:"a call with no response and no progress for this long times out (the child is told to cancel)"`
 	CallMaxDuration  time.Duration `split_words:"true" default:"30m" desc:"no call runs longer than this, progress or not"`
@@ -77,7 +82,7 @@ func (c *Config) validate() error {
 		"GATEWAY_CHILD_WRITE_TIMEOUT": c.ChildWriteTimeout, "GATEWAY_CLIENT_TIMEOUT": c.ClientTimeout,
 		"GATEWAY_SSE_KEEP_ALIVE": c.SSEKeepAlive, "GATEWAY_STDIN_GRACE": c.StdinGrace,
 		"GATEWAY_TERM_GRACE": c.TermGrace, "GATEWAY_SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
-		"GATEWAY_SESSION_IDLE_TIMEOUT": c.SessionIdleTimeout,
+		"GATEWAY_SESSION_IDLE_TIMEOUT": c.SessionIdleTimeout, "GATEWAY_QUEUE_TIMEOUT": c.QueueTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %v", name, d))
@@ -86,10 +91,14 @@ func (c *Config) validate() error {
 	for name, n := range map[string]int64{
 		"GATEWAY_MAX_MESSAGE_BYTES": int64(c.MaxMessageBytes), "GATEWAY_MAX_BODY_BYTES": c.MaxBodyBytes,
 		"GATEWAY_STDERR_LINE_BYTES": int64(c.StderrLineBytes), "GATEWAY_MAX_SESSIONS": int64(c.MaxSessions),
+		"GATEWAY_WORKERS": int64(c.Workers), "GATEWAY_MAX_IN_FLIGHT": int64(c.MaxInFlight),
 	} {
 		if n <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))
 		}
+	}
+	if c.QueueSize < 0 {
+		errs = append(errs, fmt.Errorf("GATEWAY_QUEUE_SIZE must not be negative, not %d", c.QueueSize))
 	}
 	if c.WedgeTimeout < 0 {
 		errs = append(errs, fmt.Errorf("GATEWAY_WEDGE_TIMEOUT must not be negative (0 turns the check off), not %v", c.WedgeTimeout))

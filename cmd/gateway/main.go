@@ -117,7 +117,7 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 			Logger:          log.With("child", argv[0]),
 		})
 	}
-	b := bridge.New(start, bridge.Options{
+	b := bridge.NewPool(start, bridge.Options{
 		Era:              bridge.Era(cfg.Era),
 		IdleTimeout:      cfg.CallIdleTimeout,
 		MaxDuration:      cfg.CallMaxDuration,
@@ -128,6 +128,11 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 		WedgeTimeout:     wedgeTimeout(cfg.WedgeTimeout),
 		ClientVersion:    version,
 		Logger:           log,
+	}, bridge.PoolOptions{
+		Workers:      cfg.Workers,
+		MaxInFlight:  cfg.MaxInFlight,
+		QueueSize:    queueSize(cfg.QueueSize),
+		QueueTimeout: cfg.QueueTimeout,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -154,7 +159,7 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 		// No ReadTimeout or WriteTimeout: they would cut SSE streams; the
 		// handlers set per-request deadlines instead.
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "child", argv, "era", cfg.Era, "version", version)
+	log.Info("listening", "addr", ln.Addr().String(), "child", argv, "era", cfg.Era, "workers", b.Workers(), "version", version)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -188,4 +193,13 @@ func wedgeTimeout(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// queueSize maps the setting to the pool's option: 0 means no call waits,
+// which the pool spells as a negative size.
+func queueSize(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -1,0 +1,314 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// Pool runs several workers, each a Bridge with a child of its own, and
+// sends each call to the worker with the fewest calls in flight. A call
+// stays with its worker for its whole life (its cancellation, progress,
+// questions and retries), and so does a listen. Ids come from one counter,
+// so none is ever reused across workers either.
+//
+// Each worker takes at most MaxInFlight calls at once; beyond that, calls
+// wait in a bounded queue for a free worker, and past the queue they are
+// refused at once with -32003, instead of piling up on a child that
+// cannot keep up. A call whose client leaves while it waits never reaches
+// a child.
+type Pool struct {
+	opts    PoolOptions
+	workers []*worker
+
+	mu      sync.Mutex
+	waiting int           // calls in the queue
+	freed   chan struct{} // closed and replaced when a slot frees up
+	closed  bool
+	next    int // where the search for the least loaded worker starts, for fair ties
+}
+
+type worker struct {
+	*Bridge
+	index  int
+	active int // calls in flight, listens excepted; guarded by Pool.mu
+}
+
+// PoolOptions size a Pool. Zero values mean the documented defaults.
+type PoolOptions struct {
+	Workers      int           // 0: 1
+	MaxInFlight  int           // 0: 64; calls in flight per worker
+	QueueSize    int           // 0: 256; calls waiting for a free worker; negative: none wait
+	QueueTimeout time.Duration // 0: 30s; the longest a call waits for a free worker
+}
+
+func (o *PoolOptions) defaults() {
+	if o.Workers <= 0 {
+		o.Workers = 1
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 64
+	}
+	if o.QueueSize == 0 {
+		o.QueueSize = 256
+	}
+	o.QueueSize = max(o.QueueSize, 0)
+	setDefault(&o.QueueTimeout, 30*time.Second)
+}
+
+// NewPool starts the workers' children in the background and returns at
+// once. Each worker's log lines carry its number when there are several.
+func NewPool(start StartFunc, opts Options, popts PoolOptions) *Pool {
+	popts.defaults()
+	opts.defaults()
+	p := &Pool{opts: popts, freed: make(chan struct{})}
+	sh := newShared()
+	for i := range popts.Workers {
+		o := opts
+		if popts.Workers > 1 {
+			o.Logger = opts.Logger.With("worker", i)
+		}
+		p.workers = append(p.workers, &worker{Bridge: newBridge(start, o, sh), index: i})
+	}
+	return p
+}
+
+// Call sends the request to a worker: a retry to the worker whose call it
+// continues, a listen to the least loaded worker, anything else to the
+// least loaded worker with a free slot, waiting in the queue if none has
+// one.
+func (p *Pool) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) (*Call, error) {
+	if w := p.owner(req); w != nil {
+		return w.Call(ctx, req, caller)
+	}
+	if req.Method == methodListen {
+		p.mu.Lock()
+		w := p.pickLocked(false)
+		p.mu.Unlock()
+		return w.Call(ctx, req, caller)
+	}
+	w, err := p.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := w.Call(ctx, req, caller)
+	if err != nil {
+		p.release(w)
+		return nil, err
+	}
+	c.whenDone(func() { p.release(w) })
+	return c, nil
+}
+
+// owner is the worker holding the parked call a retry continues, if any.
+func (p *Pool) owner(req *jsonrpc.Message) *worker {
+	if len(p.workers) == 1 {
+		return nil
+	}
+	id, _, ours, err := p.workers[0].ownState(req)
+	if !ours || err != nil {
+		return nil
+	}
+	for _, w := range p.workers {
+		if w.parkedExchange(id) != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// acquire takes a slot on the least loaded worker that has one, waiting in
+// the queue while none has.
+func (p *Pool) acquire(ctx context.Context) (*worker, error) {
+	var timeout <-chan time.Time
+	p.mu.Lock()
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errShutdown()
+		}
+		if w := p.pickLocked(true); w != nil {
+			w.active++
+			p.mu.Unlock()
+			return w, nil
+		}
+		if p.waiting >= p.opts.QueueSize {
+			p.mu.Unlock()
+			return nil, errOverloaded(fmt.Sprintf("every worker has %d calls in flight and %d calls are waiting; try again later", p.opts.MaxInFlight, p.waiting))
+		}
+		if timeout == nil {
+			t := time.NewTimer(p.opts.QueueTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		p.waiting++
+		freed := p.freed
+		p.mu.Unlock()
+		var err error
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-timeout:
+			err = errOverloaded(fmt.Sprintf("no worker had a free slot within %v; try again later", p.opts.QueueTimeout))
+		}
+		p.mu.Lock()
+		p.waiting--
+		if err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+	}
+}
+
+func (p *Pool) release(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w.active--
+	close(p.freed)
+	p.freed = make(chan struct{})
+}
+
+// pickLocked chooses the worker with the fewest calls in flight, ready
+// workers first, then those starting, then any. With needSlot it only
+// considers workers below the cap, and may return nil.
+func (p *Pool) pickLocked(needSlot bool) *worker {
+	var best *worker
+	bestRank := 3
+	n := len(p.workers)
+	for k := range n {
+		w := p.workers[(p.next+k)%n]
+		if needSlot && w.active >= p.opts.MaxInFlight {
+			continue
+		}
+		ready, starting := w.status()
+		rank := 2
+		switch {
+		case ready:
+			rank = 0
+		case starting:
+			rank = 1
+		}
+		if best == nil || rank < bestRank || (rank == bestRank && w.active < best.active) {
+			best, bestRank = w, rank
+		}
+	}
+	p.next = (p.next + 1) % n
+	return best
+}
+
+// Notify forwards a client notification to every worker's child (their
+// state is meant to be the same), and fails only if none took it.
+func (p *Pool) Notify(ctx context.Context, n *jsonrpc.Message) error {
+	var errs []error
+	for _, w := range p.workers {
+		if err := w.Notify(ctx, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == len(p.workers) {
+		return errs[0]
+	}
+	return nil
+}
+
+// Respond delivers a client's answer to the worker whose question it is.
+func (p *Pool) Respond(ctx context.Context, m *jsonrpc.Message) {
+	for _, w := range p.workers {
+		if w.respond(ctx, m) {
+			return
+		}
+	}
+	p.workers[0].log.Debug("dropped an answer to no waiting question", "id", string(m.ID))
+}
+
+// ToolHeaders reads the tool annotations from a ready worker: the workers
+// run the same server.
+func (p *Pool) ToolHeaders(ctx context.Context, tool string) ([]ParamHeader, error) {
+	p.mu.Lock()
+	w := p.pickLocked(false)
+	p.mu.Unlock()
+	return w.ToolHeaders(ctx, tool)
+}
+
+// Ready reports whether at least one worker is ready.
+func (p *Pool) Ready() bool {
+	for _, w := range p.workers {
+		if w.Ready() {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitReady blocks until a worker is ready, the pool is closed, or ctx
+// ends.
+func (p *Pool) WaitReady(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(p.workers))
+	for _, w := range p.workers {
+		go func() { errs <- w.WaitReady(ctx) }()
+	}
+	var first error
+	for range p.workers {
+		err := <-errs
+		if err == nil {
+			cancel()
+			first = nil
+			// Drain the others so no goroutine outlives the call.
+			for range len(p.workers) - 1 {
+				<-errs
+			}
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Stats sums the workers' counters.
+func (p *Pool) Stats() Stats {
+	var st Stats
+	for _, w := range p.workers {
+		ws := w.Stats()
+		st.Pending += ws.Pending
+		st.LateResponses += ws.LateResponses
+		st.Unknown += ws.Unknown
+		st.Restarts += ws.Restarts
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.workers {
+		st.InFlight += w.active
+	}
+	st.Queued = p.waiting
+	return st
+}
+
+// Close refuses new calls, then closes every worker (see Bridge.Close).
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	close(p.freed)
+	p.freed = make(chan struct{})
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range p.workers {
+		wg.Go(func() { w.Close(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Workers is the number of workers, for logs.
+func (p *Pool) Workers() int { return len(p.workers) }
+
+func errOverloaded(msg string) *jsonrpc.Error {
+	return jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded", msg)
+}

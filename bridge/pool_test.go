@@ -1,0 +1,263 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// newPoolWorld is a pool of fake children; it returns them in the order
+// they started, which is not the workers' order.
+func newPoolWorld(t *testing.T, opts Options, popts PoolOptions, auto autoReply) (*Pool, []*fakeChild) {
+	w := &world{t: t, children: make(chan *fakeChild, 16), auto: auto}
+	p := NewPool(w.start, opts, popts)
+	var children []*fakeChild
+	for range max(popts.Workers, 1) {
+		children = append(children, w.child())
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	if err := p.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p, children
+}
+
+func poolCall(t *testing.T, p *Pool, ctx context.Context, body string) *Call {
+	t.Helper()
+	c, err := p.Call(ctx, request(t, body), Caller{})
+	if err != nil {
+		t.Fatalf("Call(%s): %v", body, err)
+	}
+	return c
+}
+
+// Calls go to the worker with the fewest in flight; ids stay unique across
+// the workers' children; progress and cancellation stay with the worker
+// that owns the call.
+func TestPoolSpreadsCallsAndKeepsThemWithTheirWorker(t *testing.T) {
+	t.Parallel()
+	p, children := newPoolWorld(t, legacy(), PoolOptions{Workers: 2}, autoReply{initialize: true})
+	ctx, leave := context.WithCancel(context.Background())
+	var calls []*Call
+	for i := range 4 {
+		calls = append(calls, poolCall(t, p, ctx, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"progressToken":"t%d"}}}`, i, i)))
+	}
+	seen := map[string]bool{}
+	owner := map[string]*fakeChild{} // the child's request id -> the child
+	for _, ch := range children {
+		for range 2 {
+			m := ch.expect("tools/call")
+			if seen[string(m.ID)] {
+				t.Errorf("id %s reached two children", m.ID)
+			}
+			seen[string(m.ID)] = true
+			owner[string(m.ID)] = ch
+		}
+	}
+	if st := p.Stats(); st.InFlight != 4 || st.Pending != 4 {
+		t.Errorf("stats = %+v, want 4 in flight and pending", st)
+	}
+	// Progress from one child reaches the call it belongs to.
+	for id, ch := range owner {
+		ch.send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`, id)
+	}
+	for i, c := range calls {
+		m := nextNote(t, c)
+		if m.Method != "notifications/progress" || !contains(m.Params, fmt.Sprintf(`"progressToken":"t%d"`, i)) {
+			t.Errorf("call %d got %s", i, m.Raw)
+		}
+	}
+	// Leaving cancels each call on its own child.
+	leave()
+	for _, c := range calls {
+		c.Wait()
+	}
+	for _, ch := range children {
+		for range 2 {
+			n := ch.expect("notifications/cancelled")
+			var params struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			json.Unmarshal(n.Params, &params)
+			if owner[string(params.RequestID)] != ch {
+				t.Errorf("cancellation for %s reached a child that never had it", params.RequestID)
+			}
+		}
+	}
+	if st := p.Stats(); st.InFlight != 0 || st.Pending != 0 {
+		t.Errorf("stats after = %+v, want nothing in flight", st)
+	}
+}
+
+// bubblePool is a pool of fake children inside a synctest bubble, with
+// every worker's handshake done and drained.
+func bubblePool(t *testing.T, popts PoolOptions) (*Pool, []*fakeChild) {
+	w := &world{t: t, children: make(chan *fakeChild, 16), auto: autoReply{initialize: true}}
+	p := NewPool(w.start, Options{Era: EraLegacy}, popts)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	synctest.Wait()
+	var children []*fakeChild
+	for range max(popts.Workers, 1) {
+		c := <-w.children
+		t.Cleanup(c.exit)
+		for len(c.got) > 0 {
+			<-c.got // the handshake
+		}
+		children = append(children, c)
+	}
+	return p, children
+}
+
+// received is what a child got since the last look, once every goroutine
+// has settled.
+func received(c *fakeChild) []*jsonrpc.Message {
+	synctest.Wait()
+	var ms []*jsonrpc.Message
+	for len(c.got) > 0 {
+		ms = append(ms, <-c.got)
+	}
+	return ms
+}
+
+// Beyond the cap, calls wait in the queue; beyond the queue they are
+// refused at once; a waiting call whose client leaves never reaches the
+// child; a freed slot lets the next waiting call through.
+func TestPoolQueue(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, children := bubblePool(t, PoolOptions{Workers: 1, MaxInFlight: 1, QueueSize: 1})
+		child := children[0]
+		first := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":"first","method":"tools/call"}`)
+		req := child.expect("tools/call")
+
+		// One call waits; its client leaves; it never reaches the child.
+		ctx, leave := context.WithCancel(context.Background())
+		waited := make(chan error, 1)
+		go func() {
+			_, err := p.Call(ctx, request(t, `{"jsonrpc":"2.0","id":"gone","method":"tools/call"}`), Caller{})
+			waited <- err
+		}()
+		synctest.Wait()
+		if st := p.Stats(); st.Queued != 1 || st.InFlight != 1 {
+			t.Fatalf("stats = %+v, want one in flight and one queued", st)
+		}
+		// The queue is full: the next call is refused at once.
+		_, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":"refused","method":"tools/call"}`), Caller{})
+		if gatewayCode(t, err) != jsonrpc.CodeOverloaded {
+			t.Errorf("call past the queue: %v, want -32003", err)
+		}
+		leave()
+		if err := <-waited; !errors.Is(err, context.Canceled) {
+			t.Errorf("waiting call whose client left: %v", err)
+		}
+
+		// Another waits, and goes through once the first call ends.
+		next := make(chan *Call, 1)
+		go func() {
+			c, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":"next","method":"tools/call"}`), Caller{})
+			if err != nil {
+				t.Error(err)
+			}
+			next <- c
+		}()
+		synctest.Wait()
+		if ms := received(child); len(ms) != 0 {
+			t.Fatalf("child got %s while its slot was taken", ms[0].Raw)
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
+		if _, err := first.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		req2 := child.expect("tools/call")
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"n":2}}`, req2.ID)
+		if resp, err := (<-next).Wait(); err != nil || !contains(resp, `"id":"next"`) {
+			t.Errorf("queued call got %s, %v", resp, err)
+		}
+		// The call that left never reached the child.
+		if ms := received(child); len(ms) != 0 {
+			t.Errorf("child also got %s", ms[0].Raw)
+		}
+	})
+}
+
+// A call waits in the queue at most the queue timeout.
+func TestPoolQueueTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := bubblePool(t, PoolOptions{MaxInFlight: 1, QueueTimeout: 30 * time.Second})
+		poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+		start := time.Now()
+		_, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{})
+		if gatewayCode(t, err) != jsonrpc.CodeOverloaded || time.Since(start) != 30*time.Second {
+			t.Errorf("after %v: %v, want -32003 after 30s", time.Since(start), err)
+		}
+		if !strings.Contains(err.Error(), "30s") {
+			t.Errorf("error %q does not say how long it waited", err)
+		}
+	})
+}
+
+// A modern client's retry goes to the worker that parked its call, even
+// when that worker is full and another has room.
+func TestPoolRetryReturnsToItsWorker(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, children := bubblePool(t, PoolOptions{Workers: 2, MaxInFlight: 1})
+		c, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}`), modernAsker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var asker, other *fakeChild
+		var req *jsonrpc.Message
+		for i, ch := range children {
+			if ms := received(ch); len(ms) == 1 {
+				asker, other, req = ch, children[1-i], ms[0]
+			}
+		}
+		if asker == nil {
+			t.Fatal("no child got the call")
+		}
+		asker.send(`{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{"message":"?"}}`)
+		irr, err := c.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Result struct {
+				RequestState string `json:"requestState"`
+			} `json:"result"`
+		}
+		json.Unmarshal(irr, &r)
+		// Fill the asker's worker; the other may have room left.
+		poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`)
+		if len(received(asker)) == 0 {
+			poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`)
+			if len(received(asker)) != 1 {
+				t.Fatal("the asker's worker did not take the second call")
+			}
+		}
+		_ = received(other)
+		retry, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"`+r.Result.RequestState+`"}}`), modernAsker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := received(asker)
+		if len(got) != 1 || string(got[0].ID) != `"q"` {
+			t.Fatalf("asker got %v, want the answer to q", got)
+		}
+		if ms := received(other); len(ms) != 0 {
+			t.Errorf("the other child got %s", ms[0].Raw)
+		}
+		asker.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
+		if resp, err := retry.Wait(); err != nil || !contains(resp, `"id":5`) {
+			t.Errorf("retry got %s, %v", resp, err)
+		}
+	})
+}
