@@ -28,7 +28,8 @@ type Pool struct {
 	waiting int           // calls in the queue
 	freed   chan struct{} // closed and replaced when a slot frees up
 	closed  bool
-	next    int // where the search for the least loaded worker starts, for fair ties
+	drain   bool // no new calls; those in flight may finish (see Drain)
+	next    int  // where the search for the least loaded worker starts, for fair ties
 }
 
 type worker struct {
@@ -81,18 +82,31 @@ func NewPool(start StartFunc, opts Options, popts PoolOptions) *Pool {
 // least loaded worker with a free slot, waiting in the queue if none has
 // one.
 func (p *Pool) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) (*Call, error) {
-	if w := p.owner(req); w != nil {
-		return w.Call(ctx, req, caller)
-	}
-	if req.Method == methodListen {
+	var w *worker
+	if owner := p.owner(req); owner != nil {
+		// A retry continues a call already under way: it takes a slot
+		// beyond the cap, and is let through while draining.
 		p.mu.Lock()
-		w := p.pickLocked(false)
+		w = owner
+		w.active++
 		p.mu.Unlock()
-		return w.Call(ctx, req, caller)
-	}
-	w, err := p.acquire(ctx)
-	if err != nil {
-		return nil, err
+	} else {
+		p.mu.Lock()
+		stopping := p.closed || p.drain
+		p.mu.Unlock()
+		if stopping {
+			return nil, errShutdown()
+		}
+		if req.Method == methodListen {
+			p.mu.Lock()
+			w := p.pickLocked(false)
+			p.mu.Unlock()
+			return w.Call(ctx, req, caller)
+		}
+		var err error
+		if w, err = p.acquire(ctx); err != nil {
+			return nil, err
+		}
 	}
 	c, err := w.Call(ctx, req, caller)
 	if err != nil {
@@ -105,9 +119,6 @@ func (p *Pool) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) (*
 
 // owner is the worker holding the parked call a retry continues, if any.
 func (p *Pool) owner(req *jsonrpc.Message) *worker {
-	if len(p.workers) == 1 {
-		return nil
-	}
 	id, _, ours, err := p.workers[0].ownState(req)
 	if !ours || err != nil {
 		return nil
@@ -126,7 +137,7 @@ func (p *Pool) acquire(ctx context.Context) (*worker, error) {
 	var timeout <-chan time.Time
 	p.mu.Lock()
 	for {
-		if p.closed {
+		if p.closed || p.drain {
 			p.mu.Unlock()
 			return nil, errShutdown()
 		}
@@ -168,6 +179,11 @@ func (p *Pool) release(w *worker) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w.active--
+	p.broadcastLocked()
+}
+
+// broadcastLocked wakes everything waiting on the pool's state.
+func (p *Pool) broadcastLocked() {
 	close(p.freed)
 	p.freed = make(chan struct{})
 }
@@ -234,8 +250,43 @@ func (p *Pool) ToolHeaders(ctx context.Context, tool string) ([]ParamHeader, err
 	return w.ToolHeaders(ctx, tool)
 }
 
-// Ready reports whether at least one worker is ready.
+// Drain refuses new calls (with the shutdown error; a retry that continues
+// a call under way is still let through) and waits until no call is in
+// flight, or ctx ends. Listens are not waited for. Ready reports false from
+// the start.
+func (p *Pool) Drain(ctx context.Context) error {
+	p.mu.Lock()
+	p.drain = true
+	p.broadcastLocked() // waiting calls are refused now
+	for {
+		active := 0
+		for _, w := range p.workers {
+			active += w.active
+		}
+		if active == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		freed := p.freed
+		p.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		p.mu.Lock()
+	}
+}
+
+// Ready reports whether at least one worker is ready, unless the pool is
+// draining.
 func (p *Pool) Ready() bool {
+	p.mu.Lock()
+	stopping := p.closed || p.drain
+	p.mu.Unlock()
+	if stopping {
+		return false
+	}
 	for _, w := range p.workers {
 		if w.Ready() {
 			return true
@@ -295,8 +346,7 @@ func (p *Pool) Stats() Stats {
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
-	close(p.freed)
-	p.freed = make(chan struct{})
+	p.broadcastLocked()
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, w := range p.workers {

@@ -261,3 +261,55 @@ func TestPoolRetryReturnsToItsWorker(t *testing.T) {
 		}
 	})
 }
+
+// Draining refuses new calls and waiting ones, reports not ready, and ends
+// when the calls in flight have; or when its context does.
+func TestPoolDrain(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, children := bubblePool(t, PoolOptions{MaxInFlight: 1})
+		child := children[0]
+		inFlight := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+		req := child.expect("tools/call")
+		waiting := make(chan error, 1)
+		go func() {
+			_, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{})
+			waiting <- err
+		}()
+		synctest.Wait()
+		drained := make(chan error, 1)
+		go func() { drained <- p.Drain(context.Background()) }()
+		if err := <-waiting; gatewayCode(t, err) != jsonrpc.CodeShutdown {
+			t.Errorf("the waiting call got %v, want -32005", err)
+		}
+		if _, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`), Caller{}); gatewayCode(t, err) != jsonrpc.CodeShutdown {
+			t.Errorf("a new call got %v, want -32005", err)
+		}
+		if p.Ready() {
+			t.Error("a draining pool reports ready")
+		}
+		synctest.Wait()
+		select {
+		case err := <-drained:
+			t.Fatalf("Drain returned %v with a call in flight", err)
+		default:
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
+		if _, err := inFlight.Wait(); err != nil {
+			t.Errorf("the call in flight got %v, want its answer", err)
+		}
+		if err := <-drained; err != nil {
+			t.Errorf("Drain = %v", err)
+		}
+
+		// A drain whose grace runs out reports it.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		p2, children2 := bubblePool(t, PoolOptions{})
+		poolCall(t, p2, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+		children2[0].expect("tools/call")
+		if err := p2.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Drain past its deadline = %v", err)
+		}
+	})
+}

@@ -45,7 +45,8 @@ type Config struct {
 
 	StdinGrace      time.Duration `split_words:"true" default:"5s" desc:"on stop, how long to wait after closing the child's stdin before SIGTERM"`
 	TermGrace       time.Duration `split_words:"true" default:"5s" desc:"on stop, how long to wait after SIGTERM before SIGKILL"`
-	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"on SIGINT or SIGTERM, how long to wait for answers to reach clients"`
+	ShutdownGrace   time.Duration `split_words:"true" default:"10s" desc:"on SIGINT or SIGTERM, how long calls in flight may take to finish before they are cancelled (new calls are refused and /readyz is 503 meanwhile; a second signal ends it); 0: none"`
+	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"after the grace period, how long to wait for answers to reach clients"`
 
 	MaxSessions        int           `split_words:"true" default:"10000" desc:"legacy (2025) client sessions kept at once; when full, the one idle longest makes room"`
 	SessionIdleTimeout time.Duration `split_words:"true" default:"30m" desc:"a legacy client session with no call for this long ends"`
@@ -96,6 +97,9 @@ func (c *Config) validate() error {
 		if n <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))
 		}
+	}
+	if c.ShutdownGrace < 0 {
+		errs = append(errs, fmt.Errorf("GATEWAY_SHUTDOWN_GRACE must not be negative, not %v", c.ShutdownGrace))
 	}
 	if c.QueueSize < 0 {
 		errs = append(errs, fmt.Errorf("GATEWAY_QUEUE_SIZE must not be negative, not %d", c.QueueSize))

@@ -192,21 +192,44 @@ func TestLargeResult(t *testing.T) {
 // told to cancel it, the child is stopped and the gateway exits 0.
 func TestSignalShutdown(t *testing.T) {
 	t.Parallel()
-	g := startGateway(t, nil)
-	resp := rpc(t, context.Background(), g.URL, `{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":60000,"interval_ms":20},"_meta":{"progressToken":1}}}`)
-	events := newSSEReader(resp.Body)
-	if ev := events.next(); !strings.Contains(ev, "notifications/progress") {
-		t.Fatalf("first event = %q, want progress", ev)
+	g := startGateway(t, []string{"GATEWAY_SHUTDOWN_GRACE=5s"})
+	open := func(id string, ms int) *sseReader {
+		resp := rpc(t, context.Background(), g.URL, fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":%d,"interval_ms":20},"_meta":{"progressToken":1}}}`, id, ms))
+		events := newSSEReader(resp.Body)
+		if ev := events.next(); !strings.Contains(ev, "notifications/progress") {
+			t.Fatalf("first event of %s = %q, want progress", id, ev)
+		}
+		return events
 	}
-	if err := g.Cmd.Process.Signal(syscall.SIGINT); err != nil {
+	long, short := open("long", 60000), open("short", 2000)
+	if err := g.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	var last string
-	for ev := events.next(); ev != ""; ev = events.next() {
-		last = ev
+	g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == "shutting down" })
+
+	// Draining: not ready, new calls refused, calls in flight go on.
+	if resp, err := http.Get(g.URL + "/readyz"); err != nil || resp.StatusCode != 503 {
+		t.Errorf("/readyz while draining: %v %v, want 503", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
 	}
-	if !strings.Contains(last, `"id":"s"`) || !strings.Contains(last, `"code":-32005`) {
-		t.Errorf("last event = %s, want the shutdown error for id \"s\"", last)
+	var refused rpcError
+	if resp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":"new","method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, &refused); resp.StatusCode != 503 || refused.Error.Code != -32005 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("new call while draining: status %d, %+v; want 503 and -32005", resp.StatusCode, refused)
+	}
+	lastOf := func(events *sseReader) string {
+		var last string
+		for ev := events.next(); ev != ""; ev = events.next() {
+			last = ev
+		}
+		return last
+	}
+	if last := lastOf(short); !strings.Contains(last, `"id":"short"`) || !strings.Contains(last, `"result"`) {
+		t.Errorf("the call that fits in the grace period ended with %s, want its result", last)
+	}
+	// After the grace period the rest is cancelled.
+	if last := lastOf(long); !strings.Contains(last, `"id":"long"`) || !strings.Contains(last, `"code":-32005`) {
+		t.Errorf("last event = %s, want the shutdown error for id \"long\"", last)
 	}
 	<-g.Done
 	if g.Err != nil {
@@ -218,6 +241,9 @@ func TestSignalShutdown(t *testing.T) {
 	})
 	if len(cancelled) != 1 {
 		t.Errorf("the child logged %d cancellations for the shutdown, want 1", len(cancelled))
+	}
+	if len(g.Logs.Find(func(r logRecord) bool { return r["msg"] == "grace period over; cancelling the calls still in flight" })) != 1 {
+		t.Errorf("no record of the grace period ending")
 	}
 	if len(g.Logs.Find(func(r logRecord) bool { return r["msg"] == "child exited" })) != 1 {
 		t.Errorf("no record of the child exiting")

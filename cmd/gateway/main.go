@@ -165,11 +165,12 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "signal", context.Cause(ctx))
+		log.Info("shutting down", "signal", context.Cause(ctx), "grace", cfg.ShutdownGrace)
 	case err := <-served:
 		b.Close(context.Background())
 		return fmt.Errorf("serve: %w", err)
 	}
+	drain(b, cfg.ShutdownGrace, log)
 	// Stop taking connections first; then end the calls in flight, which
 	// tells the child about each and lets every handler answer its client;
 	// then wait for those answers to go out.
@@ -202,4 +203,28 @@ func queueSize(n int) int {
 		return -1
 	}
 	return n
+}
+
+// drain lets the calls in flight finish within grace while new ones are
+// refused and /readyz says 503, so that a load balancer moves traffic
+// elsewhere. A second SIGINT or SIGTERM ends the grace period at once.
+func drain(b *bridge.Pool, grace time.Duration, log *slog.Logger) {
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	go func() {
+		select {
+		case sig := <-again:
+			log.Info("second signal: ending the grace period", "signal", sig)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := b.Drain(ctx); err != nil {
+		log.Info("grace period over; cancelling the calls still in flight", "in_flight", b.Stats().InFlight)
+		return
+	}
+	log.Info("calls in flight finished")
 }
