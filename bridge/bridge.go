@@ -43,6 +43,10 @@ type breaker interface{ Broken() bool }
 // together as one batch.
 type bufferer interface{ Buffered() bool }
 
+// killer is implemented by transports that can stop a child at once, for a
+// child too wedged to stop politely. Kill also does what Close does.
+type killer interface{ Kill() error }
+
 // skippedMessage is implemented by read errors that cost one message and
 // leave the stream usable, such as a line over the size limit. Head is the
 // message's first bytes.

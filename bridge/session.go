@@ -142,15 +142,25 @@ func (s *session) claimAll(why error) []*exchange {
 	return all
 }
 
-// kill ends the session from outside the reader: the transport is closed,
-// which makes the reader stop and fail what is pending.
+// kill ends the session from outside the reader: the calls pending fail at
+// once, and the transport is closed, which makes the reader stop. A wedged
+// child is killed outright where the transport can (see killer): it would
+// not read its closed stdin.
 func (s *session) kill(why error) {
-	s.mu.Lock()
-	if s.ended == nil {
-		s.ended = why
+	calls := s.claimAll(why)
+	why = s.endErr() // an earlier reason stands
+	for _, ex := range calls {
+		ex.end(errUnavailable(fmt.Sprintf("%v; the call was lost", why)))
 	}
-	s.mu.Unlock()
-	s.b.spawn(func() { s.t.Close() })
+	s.endListeners(errUnavailable(fmt.Sprintf("%v; listen again", why)))
+	k, hard := s.t.(killer)
+	s.b.spawn(func() {
+		if hard && errors.Is(why, errWedged) {
+			_ = k.Kill()
+			return
+		}
+		s.t.Close()
+	})
 }
 
 // readLoop is the only reader of the child. It never blocks on a caller:

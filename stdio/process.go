@@ -206,6 +206,18 @@ func (p *Process) Close() error {
 	return nil
 }
 
+// Kill stops the child at once with SIGKILL to its group, for a child that
+// no longer reads or answers, then cleans up as Close does.
+func (p *Process) Kill() error {
+	if !p.closing.Load() {
+		p.log.Warn("killing the child", "pid", p.pid)
+		if err := signalGroup(p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			p.log.Warn("SIGKILL", "err", err)
+		}
+	}
+	return p.Close()
+}
+
 func (p *Process) waitExit(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

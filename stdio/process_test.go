@@ -311,6 +311,26 @@ func TestCloseLadder(t *testing.T) {
 	}
 }
 
+// Kill ends a child that ignores both stdin closing and SIGTERM at once,
+// without waiting out the graces.
+func TestKill(t *testing.T) {
+	t.Parallel()
+	cfg := child(t, "ignore-term")
+	cfg.StdinGrace, cfg.TermGrace = time.Hour, time.Hour
+	p := start(t, cfg)
+	if line, err := p.ReadMessage(); err != nil || string(line) != "ready" {
+		t.Fatalf("ReadMessage = %q, %v; want ready", line, err)
+	}
+	p.Kill()
+	var ee *exec.ExitError
+	if err := p.ExitErr(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("ExitErr = %v, want death by SIGKILL", err)
+	}
+	if _, err := p.ReadMessage(); err != io.EOF {
+		t.Errorf("ReadMessage after Kill = %v, want io.EOF", err)
+	}
+}
+
 func TestExitStatus(t *testing.T) {
 	t.Parallel()
 	p := start(t, child(t, "exit", "3"))
