@@ -9,12 +9,18 @@ import (
 	"testing"
 )
 
-// slowCall starts a slow demo call with progress and returns once its first
-// progress event arrived; cancel ends it.
+// slowCall starts a minute-long demo call with progress and returns once
+// its first progress event arrived; cancel ends it.
 func slowCall(t *testing.T, url string, id int) (cancel func()) {
 	t.Helper()
+	return slowCallFor(t, url, id, 60000)
+}
+
+// slowCallFor is slowCall for a call of ms milliseconds.
+func slowCallFor(t *testing.T, url string, id, ms int) (cancel func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	resp := rpc(t, ctx, url, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":60000,"interval_ms":20},"_meta":{"progressToken":%d}}}`, id, id))
+	resp := rpc(t, ctx, url, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":%d,"interval_ms":20},"_meta":{"progressToken":%d}}}`, id, ms, id))
 	if ev := newSSEReader(resp.Body).next(); !strings.Contains(ev, "notifications/progress") {
 		cancel()
 		t.Fatalf("first event = %q, want progress", ev)

@@ -16,6 +16,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -37,7 +38,15 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	era := fs.String("era", "legacy", "protocol era to speak: legacy (initialize), modern (server/discover, 2026-07-28) or dual")
+	faultList := fs.String("fault", "", "comma-separated misbehaviours, for tests: "+strings.Join(faultNames, ", "))
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	f, err := parseFaults(*faultList)
+	if err != nil {
+		return err
+	}
+	if err := f.atStart(out, errOut); err != nil {
 		return err
 	}
 	switch *era {
@@ -51,6 +60,7 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		life:     ctx,
 		tasks:    map[string]*task{},
 		era:      *era,
+		faults:   f,
 		out:      out,
 		errOut:   errOut,
 		inflight: map[string]context.CancelFunc{},
@@ -62,7 +72,8 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	if _, err := rand.Read(s.key[:]); err != nil {
 		return fmt.Errorf("demo: state key: %w", err)
 	}
-	err := s.serve(ctx, in)
+	err = s.serve(ctx, in)
+	f.atEnd(errOut)
 	// stdin is closed: requests already being served get a moment to answer
 	// (a pipeline that writes requests and closes still gets its answers),
 	// then the rest are cancelled so the process exits promptly.
@@ -83,6 +94,7 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 type server struct {
 	life   context.Context // the server's own lifetime: tasks run under it
 	era    string
+	faults faults
 	out    io.Writer
 	errOut io.Writer
 	wg     sync.WaitGroup
@@ -204,6 +216,7 @@ func (s *server) serve(ctx context.Context, in io.Reader) error {
 }
 
 func (s *server) handle(ctx context.Context, m *message) {
+	s.onMessage(m)
 	switch {
 	case m.Method == "" && m.ID != nil:
 		s.answered(m)
@@ -417,6 +430,10 @@ func (s *server) notification(m *message) {
 		s.initialized = true
 		s.mu.Unlock()
 	case "notifications/cancelled":
+		if s.faults["ignore-cancel"] {
+			fmt.Fprintf(s.errOut, "demo: ignoring a cancellation: %s (-fault ignore-cancel)\n", m.Params)
+			return
+		}
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
 			Reason    string          `json:"reason"`
@@ -552,6 +569,9 @@ func (s *server) send(ms ...message) {
 			return
 		}
 		b = append(append(b, line...), '\n')
+	}
+	if s.faults["garbage"] {
+		b = append([]byte(junk), b...)
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()

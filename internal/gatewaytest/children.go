@@ -1,9 +1,7 @@
 package gatewaytest
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
@@ -16,8 +14,7 @@ import (
 const ChildEnv = "_GATEWAY_TEST_CHILD"
 
 var children = map[string]func(){
-	"gosdk-server":  runGoSDKServer,
-	"crash-on-call": runCrashOnCall,
+	"gosdk-server": runGoSDKServer,
 }
 
 // Child runs the fake child ChildEnv names, and exits; it returns when
@@ -81,27 +78,5 @@ func runGoSDKServer() {
 		})
 	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "gosdk server:", err)
-	}
-}
-
-// runCrashOnCall is a legacy server that completes the handshake and exits
-// the moment it receives a tool call.
-func runCrashOnCall() {
-	sc := bufio.NewScanner(os.Stdin)
-	for sc.Scan() {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		json.Unmarshal(sc.Bytes(), &m)
-		switch m.Method {
-		case "initialize":
-			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"crash","version":"1"}}}`+"\n", m.ID)
-		case "server/discover":
-			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`+"\n", m.ID)
-		case "tools/call":
-			fmt.Fprintln(os.Stderr, "crash: exiting on a tool call")
-			os.Exit(3)
-		}
 	}
 }

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// The fault suite: the demo misbehaves on purpose (-fault), and each test
+// asserts what a user of the gateway sees. The closing note of the issue
+// that asked for it tabulates the results.
+
+// startFaulty runs the gateway with the demo child misbehaving.
+func startFaulty(t *testing.T, env []string, demoArgs ...string) *gateway {
+	t.Helper()
+	return startGateway(t, env, append([]string{"--", gatewayBin, "demo"}, demoArgs...)...)
+}
+
+// echoWorks checks that the gateway serves a normal call.
+func echoWorks(t *testing.T, g *gateway, method string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":"ok","method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}`
+	if method == "tools/list" {
+		body = `{"jsonrpc":"2.0","id":"ok","method":"tools/list"}`
+	}
+	var resp struct {
+		Result map[string]any `json:"result"`
+	}
+	if httpResp := rpcJSON(t, g.URL, body, &resp); httpResp.StatusCode != 200 || resp.Result == nil {
+		t.Errorf("%s after the fault: status %d, %+v", method, httpResp.StatusCode, resp)
+	}
+}
+
+func readyCount(g *gateway) int {
+	return len(g.Logs.Find(func(r logRecord) bool { return r["msg"] == "child ready" }))
+}
+
+// A child that crashes mid-call: the call fails at once with 503 and
+// -32000, the child is restarted with a fresh handshake, and the gateway
+// serves again.
+func TestFaultCrash(t *testing.T) {
+	t.Parallel()
+	g := startFaulty(t, []string{"GATEWAY_RESTART_DELAY_MIN=10ms"}, "-fault", "crash-on-call")
+	g.WaitReady()
+	var resp rpcError
+	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, &resp)
+	if httpResp.StatusCode != 503 || httpResp.Header.Get("Retry-After") == "" || resp.Error.Code != -32000 || !strings.Contains(resp.Error.Message, "exited") || string(resp.ID) != "7" {
+		t.Errorf("status %d, answer %+v; want 503 with Retry-After and a child-exited error for id 7", httpResp.StatusCode, resp)
+	}
+	g.Logs.Wait(t, func(logRecord) bool { return readyCount(g) == 2 })
+	echoWorks(t, g, "tools/list")
+}
+
+// A child that hangs (reads and writes nothing more) while a call is
+// pending: the liveness probe goes unanswered, the child is killed and
+// restarted, and the call fails with 503 and -32000 saying so.
+func TestFaultHang(t *testing.T) {
+	t.Parallel()
+	g := startFaulty(t, []string{"GATEWAY_WEDGE_TIMEOUT=500ms", "GATEWAY_PROBE_TIMEOUT=500ms", "GATEWAY_RESTART_DELAY_MIN=10ms"}, "-fault", "hang-on-call")
+	g.WaitReady()
+	var resp rpcError
+	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, &resp)
+	if httpResp.StatusCode != 503 || resp.Error.Code != -32000 || !strings.Contains(resp.Error.Message, "stopped responding") {
+		t.Errorf("status %d, answer %+v; want 503 and child_unavailable saying the child stopped responding", httpResp.StatusCode, resp)
+	}
+	g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == "child wedged: killing it" })
+	g.Logs.Wait(t, func(logRecord) bool { return readyCount(g) == 2 })
+	echoWorks(t, g, "tools/list")
+}
+
+// A child that ignores cancellation: the client that left is gone, the
+// child's late answer is dropped and logged, and the gateway serves on.
+func TestFaultIgnoresCancellation(t *testing.T) {
+	t.Parallel()
+	g := startFaulty(t, nil, "-fault", "ignore-cancel")
+	stop := slowCallFor(t, g.URL, 1, 1000)
+	stop()
+	g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == "cancelled call" })
+	g.Logs.Wait(t, func(r logRecord) bool {
+		line, _ := r["line"].(string)
+		return strings.Contains(line, "ignoring a cancellation")
+	})
+	g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == "dropped late response" })
+	echoWorks(t, g, "tools/call")
+}
+
+// A child that writes junk between messages (text, a cut-off message,
+// bytes that are not UTF-8, an answer to an id nobody used): each junk line
+// is logged and skipped, and calls get their right answers.
+func TestFaultGarbage(t *testing.T) {
+	t.Parallel()
+	g := startFaulty(t, nil, "-fault", "garbage")
+	echoWorks(t, g, "tools/call")
+	for _, msg := range []string{
+		"child wrote a message that is not JSON-RPC; skipped",
+		"child answered an id the gateway never sent; dropped",
+	} {
+		g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == msg })
+	}
+}
+
+// A child that writes 8 MiB to stderr in the middle of a call never blocks:
+// the call is answered and every line is logged.
+func TestFaultStderrFlood(t *testing.T) {
+	t.Parallel()
+	g := startFaulty(t, []string{"GATEWAY_LOG_LEVEL=info"}, "-fault", "stderr-flood")
+	echoWorks(t, g, "tools/call")
+	n := 0
+	g.Logs.Wait(t, func(r logRecord) bool {
+		if line, _ := r["line"].(string); r["stream"] == "stderr" && strings.HasPrefix(line, "xxxx") {
+			n++
+		}
+		return n == 8<<10
+	})
+}
+
+// A legacy child that exits when probed with server/discover: with era
+// auto the gateway starts it again as legacy, and serves.
+func TestFaultExitOnProbe(t *testing.T) {
+	t.Parallel()
+	g := startFaulty(t, []string{"GATEWAY_ERA=auto"}, "-era", "legacy", "-fault", "exit-on-probe")
+	g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == "child ready" && r["era"] == "legacy" })
+	echoWorks(t, g, "tools/call")
+	if n := len(g.Logs.Find(func(r logRecord) bool { return r["msg"] == "child started" })); n != 2 {
+		t.Errorf("%d children started, want 2 (the probed one, then the legacy one)", n)
+	}
+}
+
+// A child that ignores both stdin closing and SIGTERM is killed on
+// shutdown, and the gateway still exits 0.
+func TestFaultIgnoresTerm(t *testing.T) {
+	t.Parallel()
+	g := startFaulty(t, []string{"GATEWAY_STDIN_GRACE=300ms", "GATEWAY_TERM_GRACE=300ms"}, "-fault", "ignore-term")
+	g.WaitReady()
+	g.Cmd.Process.Signal(syscall.SIGTERM)
+	<-g.Done
+	if g.Err != nil {
+		t.Errorf("gateway exit: %v, want status 0", g.Err)
+	}
+	if len(g.Logs.Find(func(r logRecord) bool { return r["msg"] == "child ignored SIGTERM; sending SIGKILL" })) != 1 {
+		t.Error("the child was not killed")
+	}
+}
+
+// A child whose grandchild holds its stdout: on shutdown the gateway exits
+// 0 and the grandchild is gone too.
+func TestFaultGrandchild(t *testing.T) {
+	t.Parallel()
+	g := startFaulty(t, nil, "-fault", "grandchild")
+	rec := g.Logs.Wait(t, func(r logRecord) bool {
+		line, _ := r["line"].(string)
+		return strings.Contains(line, "grandchild pid")
+	})
+	var pid int
+	fmt.Sscanf(rec["line"].(string), "demo: grandchild pid %d", &pid)
+	if pid <= 0 {
+		t.Fatalf("no pid in %v", rec)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	g.WaitReady()
+	echoWorks(t, g, "tools/call")
+	g.Cmd.Process.Signal(syscall.SIGTERM)
+	<-g.Done
+	if g.Err != nil {
+		t.Errorf("gateway exit: %v, want status 0", g.Err)
+	}
+	if alive(pid) {
+		t.Errorf("the grandchild %d outlived the gateway", pid)
+	}
+}
+
+// alive reports whether a process runs; a zombie (dead, not yet reaped by
+// whoever inherited it) does not.
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+// A line over the size limit fails the call it answers with an error that
+// names the limit, and the gateway keeps serving.
+func TestFaultLineOverTheLimit(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, []string{"GATEWAY_MAX_MESSAGE_BYTES=1000000"})
+	var resp rpcError
+	httpResp := rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"big","arguments":{"bytes":3000000}}}`, &resp)
+	if httpResp.StatusCode != 502 || resp.Error.Code != -32004 || !strings.Contains(resp.Error.Message, "1000000") || string(resp.ID) != `"big"` {
+		t.Errorf("status %d, answer %+v; want 502 and a too-large error naming the limit", httpResp.StatusCode, resp)
+	}
+	echoWorks(t, g, "tools/call")
+	if len(g.Logs.Find(func(r logRecord) bool {
+		return r["msg"] == "child wrote a message over the size limit; skipped" && r["size"] != nil
+	})) != 1 {
+		t.Errorf("the oversized line was not logged with its size")
+	}
+}
+
+// /readyz follows the child: 503 while none is ready, 200 again after the
+// restart's handshake.
+func TestFaultReadiness(t *testing.T) {
+	t.Parallel()
+	// A long restart delay keeps the gateway without a child long enough
+	// to look.
+	g := startFaulty(t, []string{"GATEWAY_RESTART_DELAY_MIN=2s", "GATEWAY_RESTART_DELAY_MAX=2s"}, "-fault", "crash-on-call")
+	g.WaitReady()
+	status := func() int {
+		resp, err := http.Get(g.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := status(); s != 200 {
+		t.Fatalf("/readyz = %d with a child ready", s)
+	}
+	rpc(t, context.Background(), g.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`).Body.Close()
+	g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == "child unavailable; restarting" })
+	if s := status(); s != 503 {
+		t.Errorf("/readyz = %d while the child is down, want 503", s)
+	}
+	g.Logs.Wait(t, func(logRecord) bool { return readyCount(g) == 2 })
+	if s := status(); s != 200 {
+		t.Errorf("/readyz = %d after the restart, want 200", s)
+	}
+}
