@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -173,7 +174,7 @@ func (s *session) fanOut(m *jsonrpc.Message) {
 	}
 	s.mu.Unlock()
 	for _, l := range targets {
-		l.call.box.note(tagged(m, l.call.clientID), noteLog)
+		l.call.event(tagged(m, l.call.clientID))
 	}
 }
 
@@ -216,8 +217,24 @@ func (s *session) relayTagged(m *jsonrpc.Message) bool {
 		s.log.Debug("a notification for no open listen; dropped", "method", m.Method, "subscription", string(m.Params[sp.Start:sp.End]))
 		return true
 	}
-	c.box.note(tagged(m, c.clientID), noteLog)
+	c.event(tagged(m, c.clientID))
 	return true
+}
+
+// event queues a notification for a listen's client. One that has fallen
+// MaxNotes notifications behind is not waited for: its listen ends with an
+// error, so that it listens again and refetches what it missed, rather
+// than the gateway holding an ever longer backlog for it.
+func (c *Call) event(b []byte) {
+	if c.box.note(b, noteEvent) {
+		return
+	}
+	if _, _, _, done := c.box.peek(); done {
+		return
+	}
+	c.b.log.Warn("a listener fell too far behind; ending its stream", "client_id", string(c.clientID), "behind", c.b.opts.MaxNotes)
+	c.abort(jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "listener_behind",
+		fmt.Sprintf("the client fell %d notifications behind; listen again", c.b.opts.MaxNotes)), "the client fell too far behind")
 }
 
 // endListen ends a modern child's listen that the child tore down with

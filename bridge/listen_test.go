@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -105,5 +106,33 @@ func TestListenOnAModernChild(t *testing.T) {
 	m, _ := jsonrpc.Parse(resp)
 	if err != nil || string(m.ID) != "2" || string(m.Result) != `{"_meta":{"io.modelcontextprotocol/subscriptionId":2},"resultType":"complete"}` {
 		t.Errorf("a listen the child ended: %s, %v", resp, err)
+	}
+}
+
+// A listener that falls MaxNotes notifications behind is ended with an
+// error, and stops costing the gateway anything; listeners that keep up
+// are not affected.
+func TestListenerThatFallsBehindIsEnded(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraLegacy, MaxNotes: 4}, autoReply{initialize: true})
+	child := w.child()
+	slow := listen(t, w, context.Background(), `"slow"`, `{"toolsListChanged":true}`)
+	keeping := listen(t, w, context.Background(), `"keeping"`, `{"toolsListChanged":true}`)
+	nextNote(t, keeping) // its ack
+	for i := range 6 {
+		child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+		if got := nextNote(t, keeping); got.Method != "notifications/tools/list_changed" {
+			t.Fatalf("notification %d: the listener that keeps up got %s", i, got.Raw)
+		}
+	}
+	_, err := slow.Wait()
+	if gatewayCode(t, err) != jsonrpc.CodeOverloaded || !strings.Contains(err.Error(), "behind") {
+		t.Errorf("the slow listener ended with %v, want -32003 saying it fell behind", err)
+	}
+	w.b.mu.Lock()
+	n := len(w.b.sess.listeners)
+	w.b.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d listeners left, want only the one that keeps up", n)
 	}
 }

@@ -22,6 +22,7 @@ const (
 	noteProgress noteKind = iota // cumulative: a newer one makes it obsolete
 	noteLog                      // may be dropped when the owner falls behind
 	noteAsk                      // a request the client must answer: never dropped
+	noteEvent                    // a listen's notification: never dropped; too many end the listen
 )
 
 type note struct {
@@ -41,7 +42,8 @@ func (m *mailbox) signal() {
 	}
 }
 
-// note queues a message; it reports false once the call has ended. Over
+// note queues a message; it reports false once the call has ended, and
+// for an event, when the owner is too far behind to take it. Over
 // the limit, a progress notification replaces a progress notification
 // queued last (the latest value wins, and the order is kept), a log message
 // is dropped, and a request to the client is always kept: the call cannot
@@ -53,7 +55,9 @@ func (m *mailbox) note(b []byte, kind noteKind) bool {
 		return false
 	}
 	switch {
-	case len(m.notes) < m.max || kind == noteAsk:
+	case kind == noteEvent && len(m.notes) >= m.max:
+		return false // the owner ends the call (see Call.event)
+	case len(m.notes) < m.max || kind == noteAsk || kind == noteEvent:
 		m.notes = append(m.notes, note{b, kind})
 	case kind == noteProgress && m.notes[len(m.notes)-1].kind == noteProgress:
 		m.notes[len(m.notes)-1] = note{b, kind}
