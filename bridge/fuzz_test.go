@@ -1,0 +1,97 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// FuzzRewrite checks the id and progress-token rewriting of any request a
+// client can send: the line for the child is one line of JSON-RPC with the
+// gateway's id and token and the client's payload otherwise untouched; the
+// child's progress comes back with the client's token, and its response
+// with the client's id, byte for byte.
+func FuzzRewrite(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","_meta":{"progressToken":"tok"}}}`), int64(7))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1e3,"method":"m","params":{"_meta":{"progressToken":-12,"k":[1,{"progressToken":2}]}}}`), int64(1<<40))
+	f.Add([]byte("{\n \"jsonrpc\": \"2.0\",\n \"id\": 9,\n \"method\": \"m\",\n \"params\": {\"s\": \"\\u2028\", \"_meta\": {\"progressToken\": \"p\"}}\n}"), int64(3))
+	f.Add([]byte(`{"params":{"a":null},"method":"m","id":"\u00e9","jsonrpc":"2.0"}`), int64(2))
+	f.Fuzz(func(t *testing.T, raw []byte, gw int64) {
+		if gw <= 0 {
+			return
+		}
+		req, err := jsonrpc.Parse(raw)
+		if err != nil || req.Kind != jsonrpc.KindRequest {
+			return
+		}
+		b := &Bridge{opts: Options{}}
+		b.opts.defaults()
+		s := &session{b: b, era: EraLegacy}
+		c, err := newCall(b, s, req, Caller{})
+		if err != nil {
+			return // a progress token that is neither string nor integer
+		}
+		line := c.line(gw, nil)
+		if bytes.ContainsAny(line, "\r\n") {
+			t.Fatalf("the child's line has a line break: %q", line)
+		}
+		out, err := jsonrpc.Parse(line)
+		if err != nil {
+			t.Fatalf("the child's line %s does not parse: %v", line, err)
+		}
+		if id, ok := out.IDInt(); !ok || id != gw || out.Method != req.Method {
+			t.Fatalf("the child's line %s: want id %d and method %q", line, gw, req.Method)
+		}
+		// The params are the client's, with only the token changed.
+		want := req.Params
+		if c.token != nil {
+			tok, _, _ := jsonrpc.Lookup(out.Params, "_meta", "progressToken")
+			if got := string(out.Params[tok.Start:tok.End]); got != strconv.FormatInt(gw, 10) {
+				t.Fatalf("the child's token is %s, want %d", got, gw)
+			}
+			orig, _, _ := jsonrpc.Lookup(req.Params, "_meta", "progressToken")
+			want = jsonrpc.Splice(req.Params, jsonrpc.Edit{Span: orig, New: jsonrpc.Int(gw)})
+		}
+		if !sameJSON(out.Params, want) {
+			t.Fatalf("the child's params %s, want %s", out.Params, want)
+		}
+
+		// The child's progress carries the client's token again.
+		if c.token != nil {
+			n, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + strconv.FormatInt(gw, 10) + `,"progress":1}}`))
+			tok, _, _ := jsonrpc.Lookup(n.Params, "progressToken")
+			c.progress(n, tok)
+			notes, _, _, _ := c.box.take()
+			if len(notes) != 1 {
+				t.Fatalf("progress gave %d notes", len(notes))
+			}
+			p, err := jsonrpc.Parse(notes[0])
+			if err != nil {
+				t.Fatalf("relayed progress %s: %v", notes[0], err)
+			}
+			got, _, _ := jsonrpc.Lookup(p.Params, "progressToken")
+			if !bytes.Equal(p.Params[got.Start:got.End], c.token) {
+				t.Fatalf("relayed token %s, want the client's %s", p.Params[got.Start:got.End], c.token)
+			}
+		}
+
+		// The response carries the client's id byte for byte.
+		resp, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(gw, 10) + `,"result":{"ok":true}}`))
+		back, err := jsonrpc.Parse(c.restore(nil, resp))
+		if err != nil || !bytes.Equal(back.ID, req.ID) || !bytes.Equal(back.Result, resp.Result) {
+			t.Fatalf("restored response %s (%v): want id %s", back.Raw, err, req.ID)
+		}
+	})
+}
+
+// sameJSON compares two JSON texts that may differ in insignificant space.
+func sameJSON(a, b []byte) bool {
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
