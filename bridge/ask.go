@@ -328,7 +328,7 @@ type inputs struct {
 // modern InputRequiredResult that this call's legacy client must answer as
 // questions on its stream.
 func (c *Call) needsInputFromLegacyClient(ex *exchange, m *jsonrpc.Message) bool {
-	if c.caller.Modern || c.s.era != EraModern || m.Result == nil || c.req == nil {
+	if c.caller.Modern || c.s.eraNow() != EraModern || m.Result == nil || c.req == nil {
 		return false
 	}
 	rt, ok, _ := jsonrpc.Lookup(m.Result, "resultType")

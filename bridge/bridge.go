@@ -260,7 +260,7 @@ func (b *Bridge) startSession(ctx context.Context) (*session, error) {
 		<-s.done
 		return nil, err
 	}
-	if s.era == EraModern {
+	if s.eraNow() == EraModern {
 		s.watchTools(ctx)
 	}
 	// Close sets bgClosed only after this goroutine (run) has returned, so
@@ -362,7 +362,7 @@ func (b *Bridge) Ready() bool {
 type Stats struct {
 	InFlight      int    // calls holding a worker's slot (a Pool's count)
 	Queued        int    // calls waiting for a free worker (a Pool's count)
-	Pending       int    // requests waiting for the child
+	Pending       int    // requests of clients waiting for the child (parked ones and listens included)
 	LateResponses uint64 // responses dropped because their call had been retired
 	Unknown       uint64 // responses for ids the bridge never sent
 	Restarts      uint64 // children started after the first

@@ -58,12 +58,12 @@ func (b *Bridge) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) 
 	switch {
 	case req.Method == "initialize":
 		return s.answerInitialize(req)
-	case req.Method == "server/discover" && s.era == EraLegacy:
+	case req.Method == "server/discover" && s.eraNow() == EraLegacy:
 		return s.answerDiscover(req)
-	case req.Method == methodListen && s.era == EraLegacy:
+	case req.Method == methodListen && s.eraNow() == EraLegacy:
 		return s.listenLegacy(ctx, req, caller)
 	}
-	if s.era == EraLegacy {
+	if s.eraNow() == EraLegacy {
 		if id, round, ours, err := b.ownState(req); ours {
 			if err != nil {
 				return nil, err
@@ -129,7 +129,7 @@ func (c *Call) line(id int64, extra []byte) []byte {
 			New:  jsonrpc.Int(id),
 		})
 	}
-	if !c.caller.Modern && c.s.era == EraModern {
+	if !c.caller.Modern && c.s.eraNow() == EraModern {
 		edits = append(edits, c.s.modernMetaEdit(req, c.caller, extra)...)
 	} else if extra != nil {
 		edits = append(edits, paramsEdit(req, extra))
@@ -287,7 +287,7 @@ func (c *Call) restore(ex *exchange, m *jsonrpc.Message) []byte {
 	}
 	idSpan, _ := m.IDSpan()
 	edits := []jsonrpc.Edit{{Span: idSpan, New: c.clientID}}
-	if c.caller.Modern && c.s.era == EraLegacy {
+	if c.caller.Modern && c.s.eraNow() == EraLegacy {
 		edits = append(edits, modernEdits(ex.method, m)...)
 	}
 	return jsonrpc.Splice(m.Raw, edits...)

@@ -21,7 +21,8 @@ type exchange struct {
 	s        *session
 	id       int64
 	method   string
-	internal bool // the gateway's own (handshake); never cancelled toward the child
+	clientID []byte // the client's id for the request, for logs
+	internal bool   // the gateway's own (handshake); never cancelled toward the child
 
 	mu           sync.Mutex
 	call         *Call            // the client side; nil while parked
@@ -48,7 +49,7 @@ const (
 // answer racing the write is not lost, then written. On failure c has been
 // ended and the error says why.
 func (s *session) start(ctx context.Context, c *Call, method string, line []byte, internal bool) error {
-	ex := &exchange{s: s, id: c.nextChildID(), method: method, internal: internal, call: c}
+	ex := &exchange{s: s, id: c.nextChildID(), method: method, clientID: c.clientID, internal: internal, call: c}
 	c.attach(ex)
 	if internal {
 		line = jsonrpc.NewRequest(ex.id, method, line)
@@ -61,7 +62,7 @@ func (s *session) start(ctx context.Context, c *Call, method string, line []byte
 		return e
 	}
 	err := s.t.WriteMessage(ctx, line)
-	s.log.Debug("to child", "id", ex.id, "method", method, "size", len(line), "err", err)
+	s.log.Debug("to child", "id", ex.id, "method", method, "client_id", string(ex.clientID), "size", len(line), "err", err)
 	ex.writeDone(err)
 	switch {
 	case err == nil:
@@ -162,10 +163,10 @@ func (s *session) writeCancel(ctx context.Context, ex *exchange, reason string) 
 		Reason    string `json:"reason"`
 	}{ex.id, reason})
 	if err := s.t.WriteMessage(ctx, jsonrpc.NewNotification("notifications/cancelled", params)); err != nil {
-		s.log.Warn("could not tell the child to cancel", "id", ex.id, "method", ex.method, "reason", reason, "err", err)
+		s.log.Warn("could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason, "err", err)
 		return
 	}
-	s.log.Info("cancelled call", "id", ex.id, "method", ex.method, "reason", reason)
+	s.log.Info("cancelled call", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason)
 }
 
 // answered hands the child's response to the client side: translated,

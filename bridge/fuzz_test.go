@@ -29,7 +29,8 @@ func FuzzRewrite(f *testing.F) {
 		}
 		b := &Bridge{opts: Options{}}
 		b.opts.defaults()
-		s := &session{b: b, era: EraLegacy}
+		s := &session{b: b}
+		s.setEra(EraLegacy)
 		c, err := newCall(b, s, req, Caller{})
 		if err != nil {
 			return // a progress token that is neither string nor integer

@@ -42,7 +42,7 @@ func (s *session) handshake(ctx context.Context) error {
 	}
 	switch era {
 	case EraModern:
-		s.era = EraModern
+		s.setEra(EraModern)
 		s.log.Info("child ready", "era", EraModern)
 		return nil
 	case EraLegacy:
@@ -71,6 +71,8 @@ func (s *session) probe(ctx context.Context) error {
 	defer timer.Stop()
 	var init *Call
 	timeout, discWake, initWake := timer.C, disc.Wake(), (<-chan struct{})(nil)
+	var refused error           // initialize was refused while the probe was still open
+	var giveUp <-chan time.Time // how long a refused initialize waits for the probe's answer
 	tryInitialize := func() error {
 		timeout = nil
 		if init != nil {
@@ -109,13 +111,10 @@ func (s *session) probe(ctx context.Context) error {
 				return fmt.Errorf("the child's answer to server/discover: %w", err)
 			}
 			if s.isModernAnswer(m) {
-				if init != nil {
-					s.retire(init) // never cancelled: the spec forbids cancelling initialize
-				}
-				s.era = EraModern
-				s.b.setVerdict(EraModern)
-				s.log.Info("child ready", "era", EraModern)
-				return nil
+				return s.modern(init)
+			}
+			if refused != nil {
+				return refused
 			}
 			s.log.Info("child refused server/discover; treating it as legacy", "error", head(m.Error))
 			if err := tryInitialize(); err != nil {
@@ -126,12 +125,43 @@ func (s *session) probe(ctx context.Context) error {
 			if !done {
 				continue
 			}
+			initWake = nil
 			if discWake != nil {
+				// Both answers may have come together; the select picks
+				// either, and a DiscoverResult wins.
+				if _, draw, derr, ddone := disc.Take(); ddone && derr == nil {
+					if m, perr := jsonrpc.Parse(draw); perr == nil && s.isModernAnswer(m) {
+						return s.modern(nil)
+					}
+				}
+				if resp, perr := jsonrpc.Parse(raw); err == nil && perr == nil && resp.Error != nil {
+					// A child that refuses initialize may be a slow modern
+					// one: its answer to the probe still counts.
+					refused = s.finishInitialize(ctx, raw, err)
+					giveUp = time.After(s.b.opts.HandshakeTimeout)
+					s.log.Info("child refused initialize; waiting for its answer to server/discover", "error", head(resp.Error))
+					continue
+				}
 				s.retire(disc) // a DiscoverResult after this is too late
 			}
 			return s.finishInitialize(ctx, raw, err)
+		case <-giveUp:
+			s.retire(disc)
+			return refused
 		}
 	}
+}
+
+// modern concludes the probe: the child is modern. An initialize still
+// waiting is retired, never cancelled (the spec forbids cancelling it).
+func (s *session) modern(init *Call) error {
+	if init != nil {
+		s.retire(init)
+	}
+	s.setEra(EraModern)
+	s.b.setVerdict(EraModern)
+	s.log.Info("child ready", "era", EraModern)
+	return nil
 }
 
 // isModernAnswer reads the answer to server/discover: a result, or a modern
@@ -201,7 +231,7 @@ func (s *session) finishInitialize(ctx context.Context, raw []byte, err error) e
 	if err := s.t.WriteMessage(ctx, jsonrpc.NewNotification("notifications/initialized", nil)); err != nil {
 		return fmt.Errorf("send notifications/initialized: %w", err)
 	}
-	s.era = EraLegacy
+	s.setEra(EraLegacy)
 	s.initResult = append([]byte(nil), resp.Result...)
 	s.logs = res.Capabilities.Logging != nil
 	if s.b.opts.Era == EraAuto {

@@ -191,7 +191,7 @@ func TestHandshakeByEra(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.b.mu.Lock()
-			era := w.b.sess.era
+			era := w.b.sess.eraNow()
 			w.b.mu.Unlock()
 			if era != tt.wantEra {
 				t.Errorf("era = %s, want %s", era, tt.wantEra)
@@ -400,7 +400,7 @@ func TestAutoEraSurvivesHardChildren(t *testing.T) {
 			t.Errorf("the restarted child got %s first, want initialize (no second probe)", m.Raw)
 		}
 		w.b.mu.Lock()
-		era := w.b.sess.era
+		era := w.b.sess.eraNow()
 		w.b.mu.Unlock()
 		if era != EraLegacy {
 			t.Errorf("era = %s, want legacy", era)
@@ -420,7 +420,7 @@ func TestAutoEraSurvivesHardChildren(t *testing.T) {
 			got = append(got, (<-child.got).Method)
 		}
 		w.b.mu.Lock()
-		era := w.b.sess.era
+		era := w.b.sess.eraNow()
 		w.b.mu.Unlock()
 		if era != EraModern || strings.Join(got, ",") != "server/discover,initialize" {
 			t.Errorf("era = %s after %q; want modern", era, got)

@@ -36,7 +36,7 @@ func (s *session) routeLog(m *jsonrpc.Message) {
 			target = c
 		}
 	}
-	if wanting != 1 || (s.era == EraLegacy && total != 1) {
+	if wanting != 1 || (s.eraNow() == EraLegacy && total != 1) {
 		s.log.Debug("dropped a child log message: no single call it belongs to", "calls", total, "wanting_logs", wanting)
 		return
 	}
@@ -53,7 +53,7 @@ func (s *session) routeLog(m *jsonrpc.Message) {
 // in order applies it first; the answer is not waited for, so the caller
 // never waits on it. A failure costs log messages, not calls.
 func (s *session) ensureLogLevel(level string) {
-	if s.era != EraLegacy || !s.logs || logRank(level) < 0 {
+	if s.eraNow() != EraLegacy || !s.logs || logRank(level) < 0 {
 		return
 	}
 	s.logMu.Lock()

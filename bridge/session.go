@@ -41,8 +41,11 @@ type session struct {
 	listeners  []*listener    // listens built on a legacy child; guarded by mu
 	subscribed map[string]int // a legacy child's resource subscriptions, by listener count; guarded by mu
 
+	// era is set by the handshake and read by the reader too, which runs
+	// during the handshake: see eraNow.
+	era atomic.Value
+
 	// Set by the handshake, read-only afterwards.
-	era            Era
 	initResult     []byte // a legacy child's InitializeResult
 	discoverResult []byte // a modern child's DiscoverResult
 	logs           bool   // a legacy child with the logging capability
@@ -70,10 +73,18 @@ func (s *session) endErr() error {
 	return s.ended
 }
 
+// pendingCount is how many requests of clients wait for the child; the
+// gateway's own (handshake, probes) do not count.
 func (s *session) pendingCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.pending)
+	n := 0
+	for _, ex := range s.pending {
+		if !ex.internal {
+			n++
+		}
+	}
+	return n
 }
 
 // register adds an exchange unless the session has ended.
@@ -303,7 +314,7 @@ func (s *session) notification(m *jsonrpc.Message) {
 		if m.Method == "notifications/tools/list_changed" {
 			s.tools.invalidate()
 		}
-		if s.era == EraLegacy {
+		if s.eraNow() == EraLegacy {
 			s.fanOut(m)
 			return
 		}
@@ -374,3 +385,11 @@ func head(b []byte) string {
 	}
 	return string(b)
 }
+
+// eraNow is the child's era, once the handshake has found it; "" before.
+func (s *session) eraNow() Era {
+	e, _ := s.era.Load().(Era)
+	return e
+}
+
+func (s *session) setEra(e Era) { s.era.Store(e) }

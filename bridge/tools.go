@@ -89,7 +89,7 @@ func (s *session) fetchToolHeaders(ctx context.Context) (map[string][]ParamHeade
 	var cursor *string
 	for page := 0; page < 100; page++ {
 		p := map[string]any{}
-		if s.era == EraModern {
+		if s.eraNow() == EraModern {
 			p["_meta"] = s.b.modernMeta()
 		}
 		if cursor != nil {

@@ -72,7 +72,7 @@ func (s *session) watch(ctx context.Context) {
 // error included: an answer is all it asks for.
 func (s *session) alive(ctx context.Context) bool {
 	method, params := "ping", []byte(nil)
-	if s.era == EraModern {
+	if s.eraNow() == EraModern {
 		method = "server/discover"
 		params, _ = json.Marshal(map[string]any{"_meta": s.b.modernMeta()})
 	}

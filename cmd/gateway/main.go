@@ -105,54 +105,15 @@ func childCommand(cfg Config, childArgs []string, log *slog.Logger) ([]string, e
 }
 
 func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) error {
-	start := func(context.Context) (bridge.Transport, error) {
-		return stdio.Start(stdio.Config{
-			Path:            argv[0],
-			Args:            argv[1:],
-			MaxMessageBytes: cfg.MaxMessageBytes,
-			StderrLineBytes: cfg.StderrLineBytes,
-			StdinGrace:      cfg.StdinGrace,
-			TermGrace:       cfg.TermGrace,
-			WriteStall:      cfg.ChildWriteTimeout,
-			Logger:          log.With("child", argv[0]),
-		})
-	}
-	b := bridge.NewPool(start, bridge.Options{
-		Era:              bridge.Era(cfg.Era),
-		IdleTimeout:      cfg.CallIdleTimeout,
-		MaxDuration:      cfg.CallMaxDuration,
-		ProbeTimeout:     cfg.ProbeTimeout,
-		HandshakeTimeout: cfg.HandshakeTimeout,
-		RestartMin:       cfg.RestartDelayMin,
-		RestartMax:       cfg.RestartDelayMax,
-		WedgeTimeout:     wedgeTimeout(cfg.WedgeTimeout),
-		ClientVersion:    version,
-		Logger:           log,
-	}, bridge.PoolOptions{
-		Workers:      cfg.Workers,
-		MaxInFlight:  cfg.MaxInFlight,
-		QueueSize:    queueSize(cfg.QueueSize),
-		QueueTimeout: cfg.QueueTimeout,
-	})
+	b := newPool(cfg, argv, log)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		b.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
 	tcp, _ := ln.Addr().(*net.TCPAddr)
-	handler := httpapi.New(httpapi.FromBridge(b), httpapi.Options{
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		KeepAlive:      cfg.SSEKeepAlive,
-		ClientTimeout:  cfg.ClientTimeout,
-		Logger:         log,
-		Loopback:       tcp != nil && tcp.IP.IsLoopback(),
-		AllowedHosts:   cfg.AllowedHosts,
-		AllowedOrigins: cfg.AllowedOrigins,
-		MaxSessions:    cfg.MaxSessions,
-		SessionIdle:    cfg.SessionIdleTimeout,
-	})
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           newHandler(cfg, b, tcp != nil && tcp.IP.IsLoopback(), log),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -227,4 +188,53 @@ func drain(b *bridge.Pool, grace time.Duration, log *slog.Logger) {
 		return
 	}
 	log.Info("calls in flight finished")
+}
+
+// newPool starts the children: argv, as many as cfg says, supervised.
+func newPool(cfg Config, argv []string, log *slog.Logger) *bridge.Pool {
+	start := func(context.Context) (bridge.Transport, error) {
+		return stdio.Start(stdio.Config{
+			Path:            argv[0],
+			Args:            argv[1:],
+			MaxMessageBytes: cfg.MaxMessageBytes,
+			StderrLineBytes: cfg.StderrLineBytes,
+			StdinGrace:      cfg.StdinGrace,
+			TermGrace:       cfg.TermGrace,
+			WriteStall:      cfg.ChildWriteTimeout,
+			Logger:          log.With("child", argv[0]),
+		})
+	}
+	return bridge.NewPool(start, bridge.Options{
+		Era:              bridge.Era(cfg.Era),
+		IdleTimeout:      cfg.CallIdleTimeout,
+		MaxDuration:      cfg.CallMaxDuration,
+		ProbeTimeout:     cfg.ProbeTimeout,
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		RestartMin:       cfg.RestartDelayMin,
+		RestartMax:       cfg.RestartDelayMax,
+		WedgeTimeout:     wedgeTimeout(cfg.WedgeTimeout),
+		ClientVersion:    version,
+		Logger:           log,
+	}, bridge.PoolOptions{
+		Workers:      cfg.Workers,
+		MaxInFlight:  cfg.MaxInFlight,
+		QueueSize:    queueSize(cfg.QueueSize),
+		QueueTimeout: cfg.QueueTimeout,
+	})
+}
+
+// newHandler is the HTTP front door on b. loopback says whether the
+// listener is on a loopback address (see httpapi.Options).
+func newHandler(cfg Config, b *bridge.Pool, loopback bool, log *slog.Logger) http.Handler {
+	return httpapi.New(httpapi.FromBridge(b), httpapi.Options{
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		KeepAlive:      cfg.SSEKeepAlive,
+		ClientTimeout:  cfg.ClientTimeout,
+		Logger:         log,
+		Loopback:       loopback,
+		AllowedHosts:   cfg.AllowedHosts,
+		AllowedOrigins: cfg.AllowedOrigins,
+		MaxSessions:    cfg.MaxSessions,
+		SessionIdle:    cfg.SessionIdleTimeout,
+	})
 }
