@@ -273,8 +273,8 @@ type logRecorder struct {
 var soakMessages = map[string]bool{"cancelled call": true, "could not tell the child to cancel": true, "call ended": true, "to child": true}
 
 func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler      { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler           { return l }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
 func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	if !soakMessages[r.Message] {
 		return nil
