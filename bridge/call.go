@@ -290,6 +290,13 @@ func (c *Call) restore(ex *exchange, m *jsonrpc.Message) []byte {
 	if c.caller.Modern && c.s.eraNow() == EraLegacy {
 		edits = append(edits, modernEdits(ex.method, m)...)
 	}
+	if len(edits) == 1 {
+		// The child's line is the gateway's own and used no more: a large
+		// result is not copied just to change its id (see stdio.Spare).
+		if out, ok := jsonrpc.SpliceInPlace(m.Raw, edits[0]); ok {
+			return out
+		}
+	}
 	return jsonrpc.Splice(m.Raw, edits...)
 }
 

@@ -80,9 +80,12 @@ func FuzzRewrite(f *testing.F) {
 		}
 
 		// The response carries the client's id byte for byte.
-		resp, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(gw, 10) + `,"result":{"ok":true}}`))
+		// With room to spare, as the stdio reader leaves it: restore may
+		// edit in place, so the response is not looked at afterwards.
+		answer := append(make([]byte, 0, 256), `{"jsonrpc":"2.0","id":`+strconv.FormatInt(gw, 10)+`,"result":{"ok":true}}`...)
+		resp, _ := jsonrpc.Parse(answer)
 		back, err := jsonrpc.Parse(c.restore(nil, resp))
-		if err != nil || !bytes.Equal(back.ID, req.ID) || !bytes.Equal(back.Result, resp.Result) {
+		if err != nil || !bytes.Equal(back.ID, req.ID) || string(back.Result) != `{"ok":true}` {
 			t.Fatalf("restored response %s (%v): want id %s", back.Raw, err, req.ID)
 		}
 	})

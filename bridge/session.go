@@ -229,7 +229,8 @@ func (s *session) dispatchLine(line []byte) {
 			return
 		}
 		for _, sp := range spans {
-			s.dispatch(line[sp.Start:sp.End])
+			// Capped at its end, so that nothing edits a neighbour in place.
+			s.dispatch(line[sp.Start:sp.End:sp.End])
 		}
 		return
 	}

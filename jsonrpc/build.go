@@ -32,6 +32,23 @@ func Splice(b []byte, edits ...Edit) []byte {
 	return append(out, b[at:]...)
 }
 
+// SpliceInPlace applies one edit to b in its own memory when the result
+// fits in b's capacity, and reports whether it did; b then must not be
+// used any more, only the returned slice. It spares a large message a
+// second copy of itself when only its id changes. The bytes outside the
+// edit move, but are not changed.
+func SpliceInPlace(b []byte, e Edit) ([]byte, bool) {
+	n := len(b) + len(e.New) - (e.Span.End - e.Span.Start)
+	if n > cap(b) {
+		return nil, false
+	}
+	tail := b[e.Span.End:]
+	out := b[:n]
+	copy(out[e.Span.Start+len(e.New):], tail) // copy handles the overlap
+	copy(out[e.Span.Start:], e.New)
+	return out, true
+}
+
 // Int is the JSON form of an integer id or token.
 func Int(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
 

@@ -225,3 +225,28 @@ func TestElements(t *testing.T) {
 		t.Errorf("Elements([]) = %v, %v", spans, err)
 	}
 }
+
+func TestSpliceInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		in, id string
+		room   int
+		ok     bool
+	}{
+		{`{"jsonrpc":"2.0","id":12345,"result":"x"}`, `"a"`, 0, true},      // shorter: always fits
+		{`{"jsonrpc":"2.0","id":1,"result":"x"}`, `"client-id"`, 16, true}, // longer, with room
+		{`{"jsonrpc":"2.0","id":1,"result":"x"}`, `"client-id"`, 2, false}, // longer, without
+		{`{"jsonrpc":"2.0","id":7,"result":{"id":7}}`, `"seven"`, 8, true}, // only the envelope's id
+	} {
+		b := append(make([]byte, 0, len(tc.in)+tc.room), tc.in...)
+		m, err := Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, _ := m.IDSpan()
+		want := string(Splice(b, Edit{Span: sp, New: []byte(tc.id)}))
+		got, ok := SpliceInPlace(b, Edit{Span: sp, New: []byte(tc.id)})
+		if ok != tc.ok || (ok && string(got) != want) {
+			t.Errorf("SpliceInPlace(%s, %s) = %s, %v; want %s, %v", tc.in, tc.id, got, ok, want, tc.ok)
+		}
+	}
+}

@@ -50,11 +50,20 @@ func newLineReader(r io.Reader, max int) *lineReader {
 	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// Spare is the room left after a line's end in the slice next returns, so
+// that a caller can lengthen a large message a little (a longer id, say)
+// in place instead of copying it.
+const Spare = 64
+
 // next returns the next non-empty line without its newline. The returned
 // slice is the caller's: nothing here keeps a reference, so the memory of a
-// large message goes back to the heap as soon as the caller drops it.
+// large message goes back to the heap as soon as the caller drops it. A
+// line longer than the bufio buffer is gathered in pieces and copied once
+// into a slice of its exact size (plus Spare): growing one slice by
+// appending would leave several times its size in garbage behind.
 func (r *lineReader) next() ([]byte, error) {
-	var acc []byte         // the pieces of a line longer than the bufio buffer
+	var parts [][]byte     // the pieces of a line longer than the bufio buffer
+	var size int           // their total length
 	var over *TooLongError // set while an oversized line is being discarded
 	for {
 		chunk, err := r.br.ReadSlice('\n')
@@ -62,13 +71,15 @@ func (r *lineReader) next() ([]byte, error) {
 		switch {
 		case over != nil:
 			over.Size += int64(len(chunk))
-		case len(acc)+len(chunk) > r.max+2: // +2: room for a CR LF ending
-			over = &TooLongError{Size: int64(len(acc) + len(chunk)), Limit: r.max}
-			over.Head = append(over.Head, acc[:min(len(acc), headBytes)]...)
-			over.Head = append(over.Head, chunk[:min(len(chunk), headBytes-len(over.Head))]...)
-			acc = nil
-		case acc != nil || full:
-			acc = append(acc, chunk...)
+		case size+len(chunk) > r.max+2: // +2: room for a CR LF ending
+			over = &TooLongError{Size: int64(size + len(chunk)), Limit: r.max}
+			for _, p := range append(parts, chunk) {
+				over.Head = append(over.Head, p[:min(len(p), headBytes-len(over.Head))]...)
+			}
+			parts, size = nil, 0
+		case parts != nil || full:
+			parts = append(parts, bytes.Clone(chunk))
+			size += len(chunk)
 		}
 		if full {
 			continue
@@ -79,8 +90,13 @@ func (r *lineReader) next() ([]byte, error) {
 			return nil, over
 		}
 		var line []byte
-		if acc != nil {
-			line = trimEOL(acc)
+		if parts != nil {
+			line = make([]byte, 0, size+Spare)
+			for _, p := range parts {
+				line = append(line, p...)
+			}
+			parts = nil
+			line = trimEOL(line)
 		} else {
 			line = bytes.Clone(trimEOL(chunk))
 		}
@@ -95,7 +111,7 @@ func (r *lineReader) next() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		acc = nil // an empty line: skip it
+		parts, size = nil, 0 // an empty line: skip it
 	}
 }
 

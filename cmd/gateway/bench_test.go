@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -95,4 +97,67 @@ func BenchmarkCall(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkLargeResult passes a tool result just under the 64 MiB line
+// limit through the gateway binary, answered as JSON and as SSE, and
+// reports the gateway's peak resident memory (VmHWM) next to its resident
+// memory before the first call: the extra memory one such call costs.
+//
+//	go test -run '^$' -bench BenchmarkLargeResult -benchtime 5x -count 5 ./cmd/gateway
+func BenchmarkLargeResult(b *testing.B) {
+	const size = 64<<20 - 4<<10 // the text; the line around it stays under 64 MiB
+	for _, mode := range []string{"json", "sse"} {
+		b.Run(mode, func(b *testing.B) {
+			// GOMEMLIMIT, when set for the benchmark, is passed on: it is
+			// the knob that trades GC work for a lower peak.
+			g := startGateway(b, []string{"GATEWAY_LOG_LEVEL=info"})
+			g.WaitReady()
+			meta := ""
+			if mode == "sse" {
+				meta = `,"_meta":{"progressToken":1}`
+			}
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":%d}%s}}`, size, meta)
+			client := &http.Client{}
+			defer client.CloseIdleConnections()
+			before := procStatus(b, g.Cmd.Process.Pid, "VmRSS")
+			b.SetBytes(size)
+			b.ResetTimer()
+			for range b.N {
+				req, _ := http.NewRequest(http.MethodPost, g.URL+"/mcp", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || n < size {
+					b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+				}
+			}
+			b.StopTimer()
+			peak := procStatus(b, g.Cmd.Process.Pid, "VmHWM")
+			b.ReportMetric(float64(before)/1024, "base-RSS-MiB")
+			b.ReportMetric(float64(peak)/1024, "peak-RSS-MiB")
+			b.ReportMetric(float64(peak-before)*1024/size, "extra-RSS/result")
+		})
+	}
+}
+
+// procStatus reads a kB field of /proc/<pid>/status.
+func procStatus(b *testing.B, pid int, field string) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return kb
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
 }
