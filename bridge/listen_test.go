@@ -136,3 +136,28 @@ func TestListenerThatFallsBehindIsEnded(t *testing.T) {
 		t.Errorf("%d listeners left, want only the one that keeps up", n)
 	}
 }
+
+// When the child exits, every listen ends with child_unavailable, built
+// and relayed alike, so that clients listen again on the next child.
+func TestListensEndWhenTheChildExits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		era  Era
+		auto autoReply
+	}{{EraLegacy, autoReply{initialize: true}}, {EraModern, autoReply{}}} {
+		t.Run(string(tc.era), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, Options{Era: tc.era}, tc.auto)
+			child := w.child()
+			l := listen(t, w, context.Background(), `"l"`, `{"toolsListChanged":true}`)
+			if tc.era == EraModern {
+				child.expect("subscriptions/listen")
+			}
+			child.exit()
+			_, err := l.Wait()
+			if gatewayCode(t, err) != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "listen again") {
+				t.Errorf("the listen ended with %v, want child_unavailable asking to listen again", err)
+			}
+		})
+	}
+}

@@ -160,10 +160,7 @@ func (s *session) claimAll(why error) []*exchange {
 func (s *session) kill(why error) {
 	calls := s.claimAll(why)
 	why = s.endErr() // an earlier reason stands
-	for _, ex := range calls {
-		ex.end(errUnavailable(fmt.Sprintf("%v; the call was lost", why)))
-	}
-	s.endListeners(errUnavailable(fmt.Sprintf("%v; listen again", why)))
+	s.failAll(calls, why)
 	k, hard := s.t.(killer)
 	s.b.spawn(func() {
 		if hard && errors.Is(why, errWedged) {
@@ -206,10 +203,7 @@ func (s *session) end(readErr error) {
 	}
 	calls := s.claimAll(why)
 	why = s.endErr() // kill may have recorded a better reason first
-	for _, ex := range calls {
-		ex.end(errUnavailable(fmt.Sprintf("%v; the call was lost", why)))
-	}
-	s.endListeners(errUnavailable(fmt.Sprintf("%v; listen again", why)))
+	s.failAll(calls, why)
 	level := slog.LevelWarn
 	var e *jsonrpc.Error
 	if errors.As(why, &e) && e.Code == jsonrpc.CodeShutdown {
@@ -394,3 +388,16 @@ func (s *session) eraNow() Era {
 }
 
 func (s *session) setEra(e Era) { s.era.Store(e) }
+
+// failAll ends the calls of a session that has ended, and its listens:
+// their clients should call, or listen, again.
+func (s *session) failAll(calls []*exchange, why error) {
+	for _, ex := range calls {
+		again := "the call was lost"
+		if ex.method == methodListen {
+			again = "listen again"
+		}
+		ex.end(errUnavailable(fmt.Sprintf("%v; %s", why, again)))
+	}
+	s.endListeners(errUnavailable(fmt.Sprintf("%v; listen again", why)))
+}
