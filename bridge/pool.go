@@ -255,9 +255,8 @@ func (p *Pool) ToolHeaders(ctx context.Context, tool string) ([]ParamHeader, err
 // flight, or ctx ends. Listens are not waited for. Ready reports false from
 // the start.
 func (p *Pool) Drain(ctx context.Context) error {
+	p.Refuse()
 	p.mu.Lock()
-	p.drain = true
-	p.broadcastLocked() // waiting calls are refused now
 	for {
 		active := 0
 		for _, w := range p.workers {
@@ -276,6 +275,15 @@ func (p *Pool) Drain(ctx context.Context) error {
 		}
 		p.mu.Lock()
 	}
+}
+
+// Refuse starts a drain without waiting: from now on new calls are
+// refused, calls waiting in the queue too, and Ready reports false.
+func (p *Pool) Refuse() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drain = true
+	p.broadcastLocked()
 }
 
 // Ready reports whether at least one worker is ready, unless the pool is

@@ -126,6 +126,7 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 
 	select {
 	case <-ctx.Done():
+		b.Refuse() // before the log line says so
 		log.Info("shutting down", "signal", context.Cause(ctx), "grace", cfg.ShutdownGrace)
 	case err := <-served:
 		b.Close(context.Background())
