@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -342,87 +341,6 @@ func invalidParams(msg string, data any) *rpcError {
 	return &rpcError{Code: -32602, Message: msg, Data: data}
 }
 
-func (s *server) initialize(_ context.Context, r *request) (any, *rpcError) {
-	var p struct {
-		ProtocolVersion string                     `json:"protocolVersion"`
-		Capabilities    map[string]json.RawMessage `json:"capabilities"`
-	}
-	_ = json.Unmarshal(r.params, &p)
-	version := legacyVersions[0]
-	if slices.Contains(legacyVersions, p.ProtocolVersion) {
-		version = p.ProtocolVersion
-	}
-	s.mu.Lock()
-	s.clientCaps = p.Capabilities
-	s.mu.Unlock()
-	return map[string]any{
-		"protocolVersion": version,
-		"capabilities":    s.capabilities(false),
-		"serverInfo":      serverInfo(),
-		"instructions":    instructions,
-	}, nil
-}
-
-func (s *server) discover(_ context.Context, r *request) (any, *rpcError) {
-	return map[string]any{
-		"supportedVersions": []string{modernVersion},
-		"capabilities":      s.capabilities(true),
-		"instructions":      instructions,
-		"_meta":             map[string]any{metaServer: serverInfo()},
-	}, nil
-}
-
-func (s *server) capabilities(modern bool) map[string]any {
-	c := map[string]any{
-		"tools":       map[string]any{"listChanged": true},
-		"prompts":     map[string]any{"listChanged": true},
-		"resources":   map[string]any{"subscribe": true, "listChanged": true},
-		"completions": map[string]any{},
-	}
-	if modern {
-		c["extensions"] = map[string]any{tasksExtension: map[string]any{}}
-	} else {
-		c["logging"] = map[string]any{}
-	}
-	return c
-}
-
-func (s *server) setLevel(_ context.Context, r *request) (any, *rpcError) {
-	var p struct {
-		Level string `json:"level"`
-	}
-	if json.Unmarshal(r.params, &p) != nil || logRank(p.Level) < 0 {
-		return nil, invalidParams("level must be one of debug, info, notice, warning, error, critical, alert, emergency", nil)
-	}
-	s.mu.Lock()
-	s.logLevel = p.Level
-	s.mu.Unlock()
-	return map[string]any{}, nil
-}
-
-var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
-
-func logRank(level string) int { return slices.Index(logLevels, level) }
-
-// log sends a notifications/message if the request's log level lets it
-// through; a modern request without a level gets none.
-func (s *server) log(r *request, level, text string) {
-	if r.logLevel == "" || logRank(level) < logRank(r.logLevel) {
-		return
-	}
-	params, _ := json.Marshal(map[string]any{"level": level, "logger": "demo", "data": text})
-	s.send(message{JSONRPC: "2.0", Method: "notifications/message", Params: params})
-}
-
-// progress sends a progress notification if the request asked for them.
-func (s *server) progress(r *request, done, total int, msg string) {
-	if r.progress == nil {
-		return
-	}
-	params, _ := json.Marshal(map[string]any{"progressToken": r.progress, "progress": done, "total": total, "message": msg})
-	s.send(message{JSONRPC: "2.0", Method: "notifications/progress", Params: params})
-}
-
 func (s *server) notification(m *message) {
 	switch m.Method {
 	case "notifications/initialized":
@@ -450,87 +368,6 @@ func (s *server) notification(m *message) {
 		}
 		fmt.Fprintf(s.errOut, "demo: cancelled request %s (reason: %q, running: %v)\n", p.RequestID, p.Reason, running)
 	}
-}
-
-// askAll sends requests to the client and waits for all the answers: the
-// legacy way for a tool to ask for sampling, elicitation or roots. Each
-// request's id is its key, so a client that sees the questions as a
-// 2026-07-28 InputRequiredResult (through a gateway) sees the same names a
-// modern server would use; the requests go out in one write, as one batch
-// of questions.
-func (s *server) askAll(ctx context.Context, reqs []inputRequest) (map[string]json.RawMessage, *rpcError) {
-	type pending struct {
-		key   string
-		id    json.RawMessage
-		reply chan message
-	}
-	var ps []pending
-	var batch []message
-	s.mu.Lock()
-	for _, q := range reqs {
-		raw := json.RawMessage(strconv.Quote(q.key))
-		if old, ok := s.asked[string(raw)]; ok {
-			// A question of this name is already waiting, for a call its
-			// client has most likely abandoned: the newer call takes the
-			// name, and the older one fails.
-			select {
-			case old <- message{ID: raw, Error: json.RawMessage(`{"code":-32603,"message":"superseded by a newer request"}`)}:
-			default:
-			}
-			delete(s.asked, string(raw))
-		}
-		p := pending{q.key, raw, make(chan message, 1)}
-		s.asked[string(raw)] = p.reply
-		ps = append(ps, p)
-		params, _ := json.Marshal(q.params)
-		batch = append(batch, message{ID: raw, Method: q.method, Params: params})
-	}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		for _, p := range ps {
-			if s.asked[string(p.id)] == p.reply { // not taken over by a newer call
-				delete(s.asked, string(p.id))
-			}
-		}
-		s.mu.Unlock()
-	}()
-	s.send(batch...)
-	t := time.NewTimer(time.Minute)
-	defer t.Stop()
-	answers := map[string]json.RawMessage{}
-	for i, p := range ps {
-		select {
-		case m := <-p.reply:
-			if m.Error != nil {
-				return nil, &rpcError{Code: -32603, Message: fmt.Sprintf("the client refused %s: %s", reqs[i].method, m.Error)}
-			}
-			answers[p.key] = m.Result
-		case <-t.C:
-			return nil, &rpcError{Code: -32603, Message: "the client did not answer " + reqs[i].method + " within a minute"}
-		case <-ctx.Done():
-			return nil, &rpcError{Code: -32603, Message: "cancelled"}
-		}
-	}
-	return answers, nil
-}
-
-func (s *server) answered(m *message) {
-	s.mu.Lock()
-	reply, ok := s.asked[string(m.ID)]
-	s.mu.Unlock()
-	if ok {
-		// Never block the reader: a second answer under the same id (the
-		// client answered twice, or answered a question this one
-		// superseded) has nowhere to go.
-		select {
-		case reply <- *m:
-		default:
-			fmt.Fprintf(s.errOut, "demo: a second answer to %s; dropped\n", m.ID)
-		}
-		return
-	}
-	fmt.Fprintf(s.errOut, "demo: an answer to %s, which it never asked\n", m.ID)
 }
 
 func (s *server) record(m *message) {

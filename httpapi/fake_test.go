@@ -1,0 +1,204 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// fakeBackend records what reaches it; the test plays the child's part by
+// feeding each fakeCall.
+type fakeBackend struct {
+	params   map[string][]bridge.ParamHeader // x-mcp-header annotations by tool
+	ready    bool
+	callErr  error
+	calls    chan *fakeCall
+	notified chan *jsonrpc.Message
+}
+
+func newFake() *fakeBackend {
+	return &fakeBackend{ready: true, calls: make(chan *fakeCall, 16), notified: make(chan *jsonrpc.Message, 16)}
+}
+
+func (f *fakeBackend) Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error) {
+	if f.callErr != nil {
+		return nil, f.callErr
+	}
+	c := &fakeCall{req: req, caller: caller, wake: make(chan struct{}, 1), taken: make(chan struct{}, 1), ended: make(chan struct{})}
+	tok, found, _ := jsonrpc.Lookup(req.Params, "_meta", "progressToken")
+	c.streams = found && tok.End > tok.Start
+	// Like the bridge: the call ends by itself when ctx does.
+	context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		if !c.done {
+			c.cause = context.Cause(ctx)
+		}
+		c.mu.Unlock()
+		c.finish(nil, ctx.Err())
+	})
+	f.calls <- c
+	return c, nil
+}
+
+func (f *fakeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
+	f.notified <- n
+	return f.callErr
+}
+
+func (f *fakeBackend) Ready() bool { return f.ready }
+
+func (f *fakeBackend) ToolHeaders(ctx context.Context, tool string) ([]bridge.ParamHeader, error) {
+	return f.params[tool], nil
+}
+
+func (f *fakeBackend) Respond(ctx context.Context, answer *jsonrpc.Message) { f.notified <- answer }
+
+func (f *fakeBackend) next(t *testing.T) *fakeCall {
+	t.Helper()
+	select {
+	case c := <-f.calls:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no call reached the backend")
+		return nil
+	}
+}
+
+type fakeCall struct {
+	req     *jsonrpc.Message
+	caller  bridge.Caller
+	code    int // ErrorCode
+	streams bool
+	mu      sync.Mutex
+	notes   [][]byte
+	resp    []byte
+	err     error
+	done    bool
+	cause   error
+	wake    chan struct{}
+	taken   chan struct{} // signalled when Take hands out notes
+	ended   chan struct{}
+}
+
+func (c *fakeCall) Wake() <-chan struct{} { return c.wake }
+func (c *fakeCall) Streams() bool         { return c.streams }
+func (c *fakeCall) Cancel(reason string) {
+	c.mu.Lock()
+	if !c.done {
+		c.cause = errors.New(reason)
+	}
+	c.mu.Unlock()
+	c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeCancelled, "cancelled", reason))
+}
+func (c *fakeCall) ErrorCode() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.code
+}
+func (c *fakeCall) Take() ([][]byte, []byte, error, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.notes
+	c.notes = nil
+	if len(n) > 0 {
+		select {
+		case c.taken <- struct{}{}:
+		default:
+		}
+	}
+	if c.done {
+		c.signal()
+	}
+	return n, c.resp, c.err, c.done
+}
+func (c *fakeCall) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+func (c *fakeCall) note(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notes = append(c.notes, []byte(s))
+	c.signal()
+}
+func (c *fakeCall) finish(resp []byte, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return
+	}
+	c.resp, c.err, c.done = resp, err, true
+	close(c.ended)
+	c.signal()
+}
+
+// waitEnded returns why the call's context ended.
+func (c *fakeCall) waitEnded(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-c.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not end")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cause
+}
+
+func newServer(t *testing.T, f *fakeBackend, opts Options) *httptest.Server {
+	srv := httptest.NewServer(New(f, opts))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// dial opens a raw connection, for clients that misbehave below HTTP.
+func dial(t *testing.T, srv *httptest.Server) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func post(t *testing.T, url, contentType, body string, header ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func readRPCError(t *testing.T, resp *http.Response) (id string, code int) {
+	t.Helper()
+	var m struct {
+		ID    json.RawMessage    `json:"id"`
+		Error struct{ Code int } `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("error body: %v", err)
+	}
+	return string(m.ID), m.Error.Code
+}
