@@ -270,6 +270,8 @@ func (b *Bridge) startSession(ctx context.Context) (*session, error) {
 	s.ready = true
 	b.notifyChangedLocked()
 	b.mu.Unlock()
+	// Logged only now, so that whoever reads it finds the child ready.
+	s.log.Info("child ready", "era", s.eraNow())
 	return s, nil
 }
 

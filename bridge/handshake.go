@@ -43,7 +43,6 @@ func (s *session) handshake(ctx context.Context) error {
 	switch era {
 	case EraModern:
 		s.setEra(EraModern)
-		s.log.Info("child ready", "era", EraModern)
 		return nil
 	case EraLegacy:
 		init, err := s.startInitialize(ctx)
@@ -160,7 +159,6 @@ func (s *session) modern(init *Call) error {
 	}
 	s.setEra(EraModern)
 	s.b.setVerdict(EraModern)
-	s.log.Info("child ready", "era", EraModern)
 	return nil
 }
 
@@ -237,7 +235,7 @@ func (s *session) finishInitialize(ctx context.Context, raw []byte, err error) e
 	if s.b.opts.Era == EraAuto {
 		s.b.setVerdict(EraLegacy)
 	}
-	s.log.Info("child ready", "era", EraLegacy, "protocol_version", res.ProtocolVersion,
+	s.log.Info("child initialized", "protocol_version", res.ProtocolVersion,
 		"server", res.ServerInfo.Name, "server_version", res.ServerInfo.Version)
 	return nil
 }
