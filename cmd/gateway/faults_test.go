@@ -87,6 +87,10 @@ func TestFaultIgnoresCancellation(t *testing.T) {
 	})
 	g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == "dropped late response" })
 	echoWorks(t, g, "tools/call")
+	// Cancelling one call never costs the child its life.
+	if n := readyCount(g); n != 1 {
+		t.Errorf("the child was started %d times, want 1: a cancellation it ignored got it restarted", n)
+	}
 }
 
 // A child that writes junk between messages (text, a cut-off message,
