@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stdiomcp/gateway/bridge"
@@ -80,23 +81,61 @@ func BenchmarkCall(b *testing.B) {
 
 	b.Run("gateway", func(b *testing.B) {
 		g := startGateway(b, []string{"GATEWAY_LOG_LEVEL=info"})
-		client := &http.Client{}
-		defer client.CloseIdleConnections()
-		b.ResetTimer()
-		for i := range b.N {
-			req, _ := http.NewRequest(http.MethodPost, g.URL+"/mcp", strings.NewReader(fmt.Sprintf(call, i+1)))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if !strings.Contains(string(body), `"benchmark"`) {
-				b.Fatalf("answer %s", body)
-			}
-		}
+		echoCalls(b, g.URL)
 	})
+}
+
+// echoCalls times b.N echo calls to the gateway at url, one after another.
+func echoCalls(b *testing.B, url string) {
+	const call = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"benchmark"}}}`
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	b.ResetTimer()
+	for i := range b.N {
+		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(fmt.Sprintf(call, i+1)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `"benchmark"`) {
+			b.Fatalf("answer %s", body)
+		}
+	}
+	b.StopTimer()
+}
+
+// BenchmarkBesideSlowCalls times echo calls while slow calls run on the
+// same child, each streaming progress every 50 ms to a client that reads
+// it: a slow tool must not hold up the others. The ratio of slow=32 to
+// slow=0 is the cost of sharing the child:
+//
+//	go test -run '^$' -bench BenchmarkBesideSlowCalls -benchtime 3000x -count 6 ./cmd/gateway
+func BenchmarkBesideSlowCalls(b *testing.B) {
+	for _, slow := range []int{0, 32} {
+		b.Run(fmt.Sprintf("slow=%d", slow), func(b *testing.B) {
+			g := startGateway(b, []string{"GATEWAY_LOG_LEVEL=info"})
+			g.WaitReady()
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer cancel()
+			for i := range slow {
+				resp := rpc(b, ctx, g.URL, fmt.Sprintf(`{"jsonrpc":"2.0","id":"slow-%d","method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":600000,"interval_ms":50},"_meta":{"progressToken":%d}}}`, i, i))
+				events := newSSEReader(resp.Body)
+				if ev := events.next(); !strings.Contains(ev, "notifications/progress") {
+					b.Fatalf("first event of slow call %d = %q, want progress", i, ev)
+				}
+				wg.Go(func() {
+					for events.next() != "" {
+					}
+				})
+			}
+			echoCalls(b, g.URL)
+		})
+	}
 }
 
 // BenchmarkLargeResult passes a tool result just under the 64 MiB line
