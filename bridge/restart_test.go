@@ -1,0 +1,55 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// A child that keeps failing is started again after delays that double up
+// to the cap, never in a hot loop; one that served for a good while is
+// started again after the shortest delay.
+func TestRestartsBackOff(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+		starts := make(chan time.Time, 16)
+		failures := 6 // only the bridge's run loop touches it
+		start := func(ctx context.Context) (Transport, error) {
+			starts <- time.Now()
+			if failures > 0 {
+				failures--
+				return nil, errors.New("exec: no such program")
+			}
+			return w.start(ctx)
+		}
+		w.b = New(start, Options{Era: EraLegacy, RestartMin: time.Second, RestartMax: 8 * time.Second})
+		defer w.b.Close(context.Background())
+
+		prev := <-starts
+		for i, want := range []time.Duration{1, 2, 4, 8, 8, 8} {
+			at := <-starts
+			if gap := at.Sub(prev); gap != want*time.Second {
+				t.Errorf("start %d came %v after the one before, want %v", i+2, gap, want*time.Second)
+			}
+			prev = at
+		}
+		// The seventh start worked. That child serves a while, then exits.
+		child := <-w.children
+		if err := w.b.WaitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute) // the bubble's clock: longer than 4× the cap
+		exited := time.Now()
+		child.exit()
+		if gap := (<-starts).Sub(exited); gap != time.Second {
+			t.Errorf("a child that served a minute was started again after %v, want 1s", gap)
+		}
+		defer (<-w.children).exit()
+		if err := w.b.WaitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
