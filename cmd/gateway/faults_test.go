@@ -12,8 +12,7 @@ import (
 )
 
 // The fault suite: the demo misbehaves on purpose (-fault), and each test
-// asserts what a user of the gateway sees. The closing note of the issue
-// that asked for it tabulates the results.
+// asserts what a user of the gateway sees.
 
 // startFaulty runs the gateway with the demo child misbehaving.
 func startFaulty(t *testing.T, env []string, demoArgs ...string) *gateway {
