@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -189,6 +190,27 @@ func post(t *testing.T, url, contentType, body string, header ...string) *http.R
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// postInBackground posts from a goroutine of its own and reads the whole
+// answer; the channel then says how that went. The caller must receive
+// from it, so that no answer is left unread when the test ends.
+func postInBackground(url, body string, header ...string) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	return errc
 }
 
 func readRPCError(t *testing.T, resp *http.Response) (id string, code int) {

@@ -93,11 +93,7 @@ func TestLegacyCancellation(t *testing.T) {
 	f := newFake()
 	srv := newServer(t, f, Options{})
 	sid := initialize(t, f, srv.URL)
-	done := make(chan struct{})
-	go func() {
-		post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":"slow-1","method":"tools/call"}`, "Mcp-Session-Id", sid)
-		close(done)
-	}()
+	done := postInBackground(srv.URL+"/mcp", `{"jsonrpc":"2.0","id":"slow-1","method":"tools/call"}`, "Mcp-Session-Id", sid)
 	c := f.next(t)
 	// Another session cannot cancel it, and an unknown id is ignored.
 	other := initialize(t, f, srv.URL)
@@ -117,11 +113,11 @@ func TestLegacyCancellation(t *testing.T) {
 	if cause := c.waitEnded(t); cause == nil || cause.Error() != "user pressed stop" {
 		t.Errorf("call ended with %v, want the client's reason", cause)
 	}
-	<-done
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
 
-	go func() {
-		post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":"slow-2","method":"tools/call"}`, "Mcp-Session-Id", sid)
-	}()
+	done = postInBackground(srv.URL+"/mcp", `{"jsonrpc":"2.0","id":"slow-2","method":"tools/call"}`, "Mcp-Session-Id", sid)
 	c = f.next(t)
 	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/mcp", nil)
 	req.Header.Set("Mcp-Session-Id", sid)
@@ -132,6 +128,9 @@ func TestLegacyCancellation(t *testing.T) {
 	}
 	if cause := c.waitEnded(t); cause == nil || !strings.Contains(cause.Error(), "session ended") {
 		t.Errorf("call ended with %v, want the session's end", cause)
+	}
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }
 
