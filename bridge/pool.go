@@ -26,6 +26,7 @@ type Pool struct {
 
 	mu      sync.Mutex
 	waiting int           // calls in the queue
+	listens int           // open listens, across workers
 	freed   chan struct{} // closed and replaced when a slot frees up
 	closed  bool
 	drain   bool // no new calls; those in flight may finish (see Drain)
@@ -44,6 +45,7 @@ type PoolOptions struct {
 	MaxInFlight  int           // 0: 64; calls in flight per worker
 	QueueSize    int           // 0: 256; calls waiting for a free worker; negative: none wait
 	QueueTimeout time.Duration // 0: 30s; the longest a call waits for a free worker
+	MaxListens   int           // 0: 1024; open listens across workers
 }
 
 func (o *PoolOptions) defaults() {
@@ -58,6 +60,9 @@ func (o *PoolOptions) defaults() {
 	}
 	o.QueueSize = max(o.QueueSize, 0)
 	setDefault(&o.QueueTimeout, 30*time.Second)
+	if o.MaxListens <= 0 {
+		o.MaxListens = 1024
+	}
 }
 
 // NewPool starts the workers' children in the background and returns at
@@ -98,10 +103,7 @@ func (p *Pool) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) (*
 			return nil, errShutdown()
 		}
 		if req.Method == methodListen {
-			p.mu.Lock()
-			w := p.pickLocked(false)
-			p.mu.Unlock()
-			return w.Call(ctx, req, caller)
+			return p.listen(ctx, req, caller)
 		}
 		var err error
 		if w, err = p.acquire(ctx); err != nil {
@@ -114,6 +116,32 @@ func (p *Pool) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) (*
 		return nil, err
 	}
 	c.whenDone(func() { p.release(w) })
+	return c, nil
+}
+
+// listen opens a listen on the least loaded worker. Listens take no slot,
+// since they are quiet by nature, but each holds a connection and a queue
+// of notifications, so their number is capped too.
+func (p *Pool) listen(ctx context.Context, req *jsonrpc.Message, caller Caller) (*Call, error) {
+	p.mu.Lock()
+	if p.listens >= p.opts.MaxListens {
+		p.mu.Unlock()
+		return nil, errOverloaded(fmt.Sprintf("%d listens are open, the most the gateway keeps; try again later", p.opts.MaxListens))
+	}
+	p.listens++
+	w := p.pickLocked(false)
+	p.mu.Unlock()
+	ended := func() {
+		p.mu.Lock()
+		p.listens--
+		p.mu.Unlock()
+	}
+	c, err := w.Call(ctx, req, caller)
+	if err != nil {
+		ended()
+		return nil, err
+	}
+	c.whenDone(ended)
 	return c, nil
 }
 

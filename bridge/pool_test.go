@@ -316,3 +316,38 @@ func TestPoolDrain(t *testing.T) {
 		}
 	})
 }
+
+// Listens take no call slot but are capped: past MaxListens a listen is
+// refused at once with -32003, and one that ends makes room.
+func TestPoolListenCap(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := bubblePool(t, PoolOptions{Workers: 2, MaxInFlight: 1, MaxListens: 2})
+		open := func(ctx context.Context, id string) (*Call, error) {
+			return p.Call(ctx, request(t, `{"jsonrpc":"2.0","id":"`+id+`","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`), listenCaller)
+		}
+		ctx, leave := context.WithCancel(context.Background())
+		defer leave()
+		first, err := open(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := open(context.Background(), "b"); err != nil {
+			t.Fatal(err)
+		}
+		// Both workers still take a call each: listens hold no slot.
+		poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+		poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`)
+
+		_, err = open(context.Background(), "c")
+		if gatewayCode(t, err) != jsonrpc.CodeOverloaded || !strings.Contains(err.Error(), "2 listens") {
+			t.Errorf("a listen past the cap: %v, want -32003 naming the cap", err)
+		}
+		leave()
+		first.Wait()
+		synctest.Wait()
+		if _, err := open(context.Background(), "d"); err != nil {
+			t.Errorf("a listen after one ended: %v", err)
+		}
+	})
+}

@@ -27,6 +27,7 @@ type Config struct {
 	MaxInFlight  int           `split_words:"true" default:"64" desc:"calls in flight per child; more wait in the queue"`
 	QueueSize    int           `split_words:"true" default:"256" desc:"calls waiting for a free child; beyond it calls are refused at once (503, -32003); 0: none wait"`
 	QueueTimeout time.Duration `split_words:"true" default:"30s" desc:"the longest a call waits in the queue before it is refused"`
+	MaxListens   int           `split_words:"true" default:"1024" desc:"subscriptions/listen streams open at once, across children; beyond it a listen is refused at once (503, -32003)"`
 
 	CallIdleTimeout  time.Duration `split_words:"true" default:"5m" desc:"a call with no response and no progress for this long times out (the child is told to cancel)"`
 	CallMaxDuration  time.Duration `split_words:"true" default:"30m" desc:"no call runs longer than this, progress or not"`
@@ -93,6 +94,7 @@ func (c *Config) validate() error {
 		"GATEWAY_MAX_MESSAGE_BYTES": int64(c.MaxMessageBytes), "GATEWAY_MAX_BODY_BYTES": c.MaxBodyBytes,
 		"GATEWAY_STDERR_LINE_BYTES": int64(c.StderrLineBytes), "GATEWAY_MAX_SESSIONS": int64(c.MaxSessions),
 		"GATEWAY_WORKERS": int64(c.Workers), "GATEWAY_MAX_IN_FLIGHT": int64(c.MaxInFlight),
+		"GATEWAY_MAX_LISTENS": int64(c.MaxListens),
 	} {
 		if n <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))

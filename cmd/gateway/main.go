@@ -221,6 +221,7 @@ func newPool(cfg Config, argv []string, log *slog.Logger) *bridge.Pool {
 		MaxInFlight:  cfg.MaxInFlight,
 		QueueSize:    queueSize(cfg.QueueSize),
 		QueueTimeout: cfg.QueueTimeout,
+		MaxListens:   cfg.MaxListens,
 	})
 }
 
