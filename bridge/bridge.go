@@ -146,6 +146,7 @@ type Bridge struct {
 	askMu    sync.Mutex
 	asks     map[string]*ask     // questions waiting on legacy clients, by the id they were sent with
 	parked   map[int64]*exchange // calls waiting for a modern client's retry
+	unparked func()              // called when a call leaves parked (a pool counts them as in flight)
 
 	late     atomic.Uint64 // responses for calls already retired
 	unknown  atomic.Uint64 // responses for ids the bridge never sent
@@ -162,8 +163,9 @@ func New(start StartFunc, opts Options) *Bridge {
 // the key that signs requestState, so that any of them can read a state
 // another minted.
 type shared struct {
-	ids *atomic.Int64
-	key *[32]byte
+	ids      *atomic.Int64
+	key      *[32]byte
+	unparked func() // nil: nobody counts parked calls
 }
 
 func newShared() shared {
@@ -187,6 +189,7 @@ func newBridge(start StartFunc, opts Options, sh shared) *Bridge {
 		runDone:  make(chan struct{}),
 		asks:     map[string]*ask{},
 		parked:   map[int64]*exchange{},
+		unparked: sh.unparked,
 	}
 	go b.run(ctx)
 	return b
@@ -362,7 +365,7 @@ func (b *Bridge) Ready() bool {
 
 // Stats are counters for tests and metrics.
 type Stats struct {
-	InFlight      int    // calls holding a worker's slot (a Pool's count)
+	InFlight      int    // calls holding a worker's slot, parked ones included (a Pool's count)
 	Queued        int    // calls waiting for a free worker (a Pool's count)
 	Pending       int    // requests of clients waiting for the child (parked ones and listens included)
 	LateResponses uint64 // responses dropped because their call had been retired

@@ -120,10 +120,22 @@ func (b *Bridge) park(ex *exchange) {
 
 func (b *Bridge) unpark(ex *exchange) {
 	b.askMu.Lock()
-	defer b.askMu.Unlock()
-	if b.parked[ex.id] == ex {
+	gone := b.parked[ex.id] == ex
+	if gone {
 		delete(b.parked, ex.id)
 	}
+	b.askMu.Unlock()
+	if gone && b.unparked != nil {
+		b.unparked()
+	}
+}
+
+// parkedCount is how many calls wait for their client's retry. The child
+// is still working on each of them.
+func (b *Bridge) parkedCount() int {
+	b.askMu.Lock()
+	defer b.askMu.Unlock()
+	return len(b.parked)
 }
 
 func (b *Bridge) parkedExchange(id int64) *exchange {

@@ -39,6 +39,11 @@ type worker struct {
 	active int // calls in flight, listens excepted; guarded by Pool.mu
 }
 
+// load is the worker's calls in flight, those parked for their client's
+// retry included: the child is working on those too, so they hold a slot
+// until their retry comes or they are given up. p.mu is held.
+func (w *worker) load() int { return w.active + w.parkedCount() }
+
 // PoolOptions size a Pool. Zero values mean the documented defaults.
 type PoolOptions struct {
 	Workers      int           // 0: 1
@@ -72,6 +77,7 @@ func NewPool(start StartFunc, opts Options, popts PoolOptions) *Pool {
 	opts.defaults()
 	p := &Pool{opts: popts, freed: make(chan struct{})}
 	sh := newShared()
+	sh.unparked = p.wake
 	for i := range popts.Workers {
 		o := opts
 		if popts.Workers > 1 {
@@ -210,6 +216,13 @@ func (p *Pool) release(w *worker) {
 	p.broadcastLocked()
 }
 
+// wake tells those waiting that a slot may be free: a parked call left.
+func (p *Pool) wake() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.broadcastLocked()
+}
+
 // broadcastLocked wakes everything waiting on the pool's state.
 func (p *Pool) broadcastLocked() {
 	close(p.freed)
@@ -221,11 +234,12 @@ func (p *Pool) broadcastLocked() {
 // considers workers below the cap, and may return nil.
 func (p *Pool) pickLocked(needSlot bool) *worker {
 	var best *worker
-	bestRank := 3
+	bestRank, bestLoad := 3, 0
 	n := len(p.workers)
 	for k := range n {
 		w := p.workers[(p.next+k)%n]
-		if needSlot && w.active >= p.opts.MaxInFlight {
+		load := w.load()
+		if needSlot && load >= p.opts.MaxInFlight {
 			continue
 		}
 		ready, starting := w.status()
@@ -236,8 +250,8 @@ func (p *Pool) pickLocked(needSlot bool) *worker {
 		case starting:
 			rank = 1
 		}
-		if best == nil || rank < bestRank || (rank == bestRank && w.active < best.active) {
-			best, bestRank = w, rank
+		if best == nil || rank < bestRank || (rank == bestRank && load < bestLoad) {
+			best, bestRank, bestLoad = w, rank, load
 		}
 	}
 	p.next = (p.next + 1) % n
@@ -288,7 +302,7 @@ func (p *Pool) Drain(ctx context.Context) error {
 	for {
 		active := 0
 		for _, w := range p.workers {
-			active += w.active
+			active += w.load()
 		}
 		if active == 0 {
 			p.mu.Unlock()
@@ -372,7 +386,7 @@ func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.workers {
-		st.InFlight += w.active
+		st.InFlight += w.load()
 	}
 	st.Queued = p.waiting
 	return st

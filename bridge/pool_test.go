@@ -208,7 +208,7 @@ func TestPoolQueueTimeout(t *testing.T) {
 }
 
 // A modern client's retry goes to the worker that parked its call, even
-// when that worker is full and another has room.
+// when every worker is full.
 func TestPoolRetryReturnsToItsWorker(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -238,15 +238,16 @@ func TestPoolRetryReturnsToItsWorker(t *testing.T) {
 			} `json:"result"`
 		}
 		json.Unmarshal(irr, &r)
-		// Fill the asker's worker; the other may have room left.
-		poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`)
-		if len(received(asker)) == 0 {
-			poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`)
-			if len(received(asker)) != 1 {
-				t.Fatal("the asker's worker did not take the second call")
-			}
+		// The parked call still holds its worker's slot (the child is
+		// working on it), so the next call goes to the other worker, and
+		// both are full.
+		if st := p.Stats(); st.InFlight != 1 {
+			t.Errorf("stats with a call parked = %+v, want it in flight", st)
 		}
-		_ = received(other)
+		poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`)
+		if len(received(other)) != 1 {
+			t.Fatal("the other worker did not take the second call")
+		}
 		retry, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"`+r.Result.RequestState+`"}}`), modernAsker)
 		if err != nil {
 			t.Fatal(err)
@@ -349,5 +350,61 @@ func TestPoolListenCap(t *testing.T) {
 		if _, err := open(context.Background(), "d"); err != nil {
 			t.Errorf("a listen after one ended: %v", err)
 		}
+	})
+}
+
+// A parked call holds its slot while its client decides, since the child
+// is still working on it; once given up, its slot goes to a waiting call.
+func TestPoolParkedCallHoldsItsSlot(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, children := bubblePool(t, PoolOptions{MaxInFlight: 1, QueueTimeout: time.Hour})
+		child := children[0]
+		c, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}`), modernAsker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := child.expect("tools/call")
+		child.send(`{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{"message":"?"}}`)
+		if _, err := c.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		parkedAt := time.Now()
+
+		next := make(chan *Call, 1)
+		go func() {
+			c, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{})
+			if err != nil {
+				t.Error(err)
+			}
+			next <- c
+		}()
+		synctest.Wait()
+		if st := p.Stats(); st.InFlight != 1 || st.Queued != 1 {
+			t.Fatalf("stats = %+v, want the parked call in flight and the next one waiting", st)
+		}
+		// The client never retries: after the idle timeout the parked call
+		// is given up (the child is told), and the waiting call goes on.
+		// (Read straight from the child: the bubble's clock moves on only
+		// while everything waits.)
+		got := map[string]*jsonrpc.Message{} // by method; "" is the error to the question
+		for range 3 {
+			m := <-child.got
+			got[m.Method] = m
+		}
+		if e := got[""]; e == nil || string(e.ID) != `"q"` || e.Error == nil {
+			t.Errorf("child got %v, want an error for its question", got)
+		}
+		if n := got["notifications/cancelled"]; n == nil || !contains(n.Params, `"requestId":`+string(req.ID)) {
+			t.Errorf("child got %v, want the parked call %s cancelled", got, req.ID)
+		}
+		if got["tools/call"] == nil {
+			t.Errorf("child got %v, want the waiting call", got)
+		}
+		if waited := time.Since(parkedAt); waited != 5*time.Minute {
+			t.Errorf("the waiting call went on after %v, want the 5m idle timeout", waited)
+		}
+		c2 := <-next
+		c2.Cancel("done")
 	})
 }
