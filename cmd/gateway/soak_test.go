@@ -168,7 +168,7 @@ func (s *soak) one(r *rand.Rand, id string) {
 		s.record(id, s.json(id, fmt.Sprintf(`{"name":"echo","arguments":{"text":%q}}`, text), text))
 	case k < 5:
 		n := 1 + r.IntN(256<<10)
-		s.record(id, s.json(id, fmt.Sprintf(`{"name":"big","arguments":{"bytes":%d}}`, n), strings.Repeat("x", 16)))
+		s.record(id, s.json(id, fmt.Sprintf(`{"name":"big","arguments":{"bytes":%d}}`, n), strings.Repeat("x", min(n, 16))))
 	case k < 8:
 		s.record(id, s.stream(id, 20+r.IntN(200), -1))
 	default:
