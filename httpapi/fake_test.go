@@ -177,14 +177,7 @@ func dial(t *testing.T, srv *httptest.Server) net.Conn {
 
 func post(t *testing.T, url, contentType, body string, header ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(newPost(url, contentType, body, header...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,18 +185,26 @@ func post(t *testing.T, url, contentType, body string, header ...string) *http.R
 	return resp
 }
 
-// postInBackground posts from a goroutine of its own and reads the whole
-// answer; the channel then says how that went. The caller must receive
-// from it, so that no answer is left unread when the test ends.
+// newPost is a POST of body with the content type (none if empty) and the
+// header's name, value pairs.
+func newPost(url, contentType, body string, header ...string) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return req
+}
+
+// postInBackground posts JSON from a goroutine of its own and reads the
+// whole answer; the channel then says how that went. The caller must
+// receive from it, so that no answer is left unread when the test ends.
 func postInBackground(url, body string, header ...string) <-chan error {
 	errc := make(chan error, 1)
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(newPost(url, "application/json", body, header...))
 		if err == nil {
 			_, err = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
