@@ -388,9 +388,12 @@ func TestPoolParkedCallHoldsItsSlot(t *testing.T) {
 		// (Read straight from the child: the bubble's clock moves on only
 		// while everything waits.)
 		got := map[string]*jsonrpc.Message{} // by method; "" is the error to the question
-		for range 3 {
-			m := <-child.got
-			got[m.Method] = m
+		for len(got) < 3 {
+			// A liveness probe may come too: the waiting call starts on a
+			// child that has been silent for minutes.
+			if m := <-child.got; m.Method != "ping" {
+				got[m.Method] = m
+			}
 		}
 		if e := got[""]; e == nil || string(e.ID) != `"q"` || e.Error == nil {
 			t.Errorf("child got %v, want an error for its question", got)
@@ -404,7 +407,8 @@ func TestPoolParkedCallHoldsItsSlot(t *testing.T) {
 		if waited := time.Since(parkedAt); waited != 5*time.Minute {
 			t.Errorf("the waiting call went on after %v, want the 5m idle timeout", waited)
 		}
-		c2 := <-next
-		c2.Cancel("done")
+		if c2 := <-next; c2 != nil {
+			c2.Cancel("done")
+		}
 	})
 }
