@@ -39,6 +39,12 @@ func TestParse(t *testing.T) {
 		"method not string":   {in: `{"jsonrpc":"2.0","id":1,"method":1}`, err: ErrInvalid},
 		"scalar params":       {in: `{"jsonrpc":"2.0","id":1,"method":"m","params":3}`, err: ErrInvalid},
 		"duplicate id":        {in: `{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}`, err: ErrInvalid},
+		"id and ID":           {in: `{"jsonrpc":"2.0","id":1,"ID":2,"method":"m"}`, err: ErrInvalid},
+		"ID alone":            {in: `{"jsonrpc":"2.0","ID":2,"method":"m"}`, err: ErrInvalid},
+		"escaped duplicate":   {in: `{"jsonrpc":"2.0","id":1,"method":"m","m\u0065thod":"n"}`, err: ErrInvalid},
+		"long s":              {in: `{"jsonrpc":"2.0","id":1,"method":"m","params":{},"param\u017F":{}}`, err: ErrInvalid},
+		"upper-case version":  {in: `{"JSONRPC":"2.0","id":1,"method":"m"}`, err: ErrInvalid},
+		"invalid UTF-8 name":  {in: "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\xffb\"}", kind: KindRequest, id: `1`, method: "a\uFFFDb"},
 		"result and error":    {in: `{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`, err: ErrInvalid},
 		"method and result":   {in: `{"jsonrpc":"2.0","id":1,"method":"m","result":{}}`, err: ErrInvalid},
 		"response without id": {in: `{"jsonrpc":"2.0","result":{}}`, err: ErrInvalid},
@@ -82,6 +88,33 @@ func TestLookupAndSplice(t *testing.T) {
 	}
 	if _, ok, err := Lookup(params, "name", "x"); ok || err != nil {
 		t.Errorf("Lookup through a string: ok=%v err=%v, want false, nil", ok, err)
+	}
+}
+
+// A member that another decoder could read otherwise is never looked up:
+// twice, by letter case, through escapes or Unicode case folding.
+func TestLookupRefusesAmbiguity(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"_meta":{"progressToken":1,"progressToken":2}}`:           `_meta has the member "progressToken" twice`,
+		`{"_meta":{"progressToken":1,"ProgressToken":2}}`:           `_meta has a member "ProgressToken", which decoders that ignore letter case read as "progressToken"`,
+		`{"_meta":{"PROGRESSTOKEN":2}}`:                             `_meta has a member "PROGRESSTOKEN", which decoders that ignore letter case read as "progressToken"`,
+		`{"_meta":{"progressToken":1,"progressT\u006fken":2}}`:      `_meta has the member "progressToken" twice`,
+		`{"_meta":{"progressToken":1,"progress\u0054o\u212Aen":2}}`: "_meta has a member \"progressTo\u212Aen\", which decoders that ignore letter case read as \"progressToken\"",
+		`{"_meta":{"progressToken":1},"_META":{}}`:                  `the message has a member "_META", which decoders that ignore letter case read as "_meta"`,
+	} {
+		_, ok, err := Lookup([]byte(in), "_meta", "progressToken")
+		var amb *AmbiguousError
+		if ok || !errors.As(err, &amb) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("Lookup(%s) = %v, %v; want an *AmbiguousError", in, ok, err)
+			continue
+		}
+		if err.Error() != want {
+			t.Errorf("Lookup(%s): %q, want %q", in, err, want)
+		}
+	}
+	// Members the caller does not read may be anything.
+	if _, ok, err := Lookup([]byte(`{"_meta":{"progressToken":1,"other":1,"OTHER":2,"other":3}}`), "_meta", "progressToken"); !ok || err != nil {
+		t.Errorf("Lookup beside unread duplicates: %v, %v", ok, err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Kind is what a message is, decided by which envelope members it has.
@@ -59,7 +60,10 @@ type Message struct {
 }
 
 // Parse locates the envelope of one JSON-RPC 2.0 message. Errors wrap
-// ErrParse or ErrInvalid.
+// ErrParse or ErrInvalid. An envelope member that appears twice, or beside
+// a member whose name differs from it only in letter case, is refused (see
+// Find): the gateway and the peer must never read different messages from
+// the same bytes.
 func Parse(raw []byte) (*Message, error) {
 	members, err := Members(raw)
 	if err != nil {
@@ -71,49 +75,45 @@ func Parse(raw []byte) (*Message, error) {
 	}
 	m := &Message{Raw: raw}
 	var hasVersion, hasID, hasMethod bool
-	seen := make(map[string]bool, len(members))
-	for _, mem := range members {
-		switch mem.Key {
-		case "jsonrpc", "id", "method", "params", "result", "error":
-		default:
-			continue // unknown members pass through untouched
+	// The envelope's members; every other member passes through untouched.
+	for _, name := range [...]string{"jsonrpc", "id", "method", "params", "result", "error"} {
+		v, found, err := Find(members, name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		// Two envelope members of one name would let the gateway and the peer
-		// read different messages from the same bytes.
-		if seen[mem.Key] {
-			return nil, fmt.Errorf("%w: duplicate %q member", ErrInvalid, mem.Key)
+		if !found {
+			continue
 		}
-		seen[mem.Key] = true
-		v := raw[mem.Value.Start:mem.Value.End]
-		switch mem.Key {
+		val := raw[v.Start:v.End]
+		switch name {
 		case "jsonrpc":
-			if string(v) != `"2.0"` {
+			if string(val) != `"2.0"` {
 				return nil, fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrInvalid)
 			}
 			hasVersion = true
 		case "id":
-			if !validID(v) {
+			if !validID(val) {
 				return nil, fmt.Errorf("%w: id must be a string, a number or null", ErrInvalid)
 			}
-			m.ID, m.id, hasID = v, mem.Value, true
+			m.ID, m.id, hasID = val, v, true
 		case "method":
-			name, ok := plainString(v)
+			name, ok := plainString(val)
 			if !ok {
 				return nil, fmt.Errorf("%w: method must be a string", ErrInvalid)
 			}
 			m.Method, hasMethod = name, true
 		case "params":
-			if v[0] != '{' && v[0] != '[' {
+			if val[0] != '{' && val[0] != '[' {
 				return nil, fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
 			}
-			m.Params, m.params = v, mem.Value
+			m.Params, m.params = val, v
 		case "result":
-			m.Result, m.result = v, mem.Value
+			m.Result, m.result = val, v
 		case "error":
-			if v[0] != '{' {
+			if val[0] != '{' {
 				return nil, fmt.Errorf("%w: error must be an object", ErrInvalid)
 			}
-			m.Error, m.err = v, mem.Value
+			m.Error, m.err = val, v
 		}
 	}
 	if !hasVersion {
@@ -152,15 +152,16 @@ func validID(v []byte) bool {
 	return false
 }
 
-// plainString returns the contents of a JSON string that needs no unescaping;
-// method names and other envelope strings are plain ASCII in practice, and an
-// escaped one is decoded the slow way.
+// plainString returns the contents of a JSON string: a plain one as it is
+// (method names are plain ASCII in practice), an escaped one, or one that
+// is not valid UTF-8, decoded as encoding/json decodes it, so that the
+// gateway and a Go peer read the same name.
 func plainString(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}
 	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner), true
 	}
 	var s string
@@ -209,16 +210,12 @@ func BestEffortID(raw []byte) []byte {
 	if err != nil {
 		return nil
 	}
-	var id []byte
-	for _, m := range members {
-		if m.Key == "id" {
-			if id != nil {
-				return nil // ambiguous
-			}
-			id = raw[m.Value.Start:m.Value.End]
-		}
+	sp, found, err := Find(members, "id")
+	if !found || err != nil {
+		return nil // absent, or ambiguous
 	}
-	if id == nil || !validID(id) {
+	id := raw[sp.Start:sp.End]
+	if !validID(id) {
 		return nil
 	}
 	return id

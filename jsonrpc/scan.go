@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -75,10 +77,13 @@ func (e *NotObjectError) Error() string {
 
 // Lookup finds the value at a path of object keys inside obj, for example
 // Lookup(params, "_meta", "progressToken"). The span is relative to obj.
-// ok is false when a key is missing or an intermediate value is not an object.
+// ok is false when a key is missing or an intermediate value is not an
+// object. A key that is ambiguous at its level (see Find) is an
+// *AmbiguousError: the caller must not act on a member that another
+// decoder could read otherwise.
 func Lookup(obj []byte, path ...string) (v Span, ok bool, err error) {
 	v = Span{0, len(obj)}
-	for _, key := range path {
+	for depth, key := range path {
 		members, err := Members(obj[v.Start:v.End])
 		var notObj *NotObjectError
 		if errors.As(err, &notObj) {
@@ -87,20 +92,77 @@ func Lookup(obj []byte, path ...string) (v Span, ok bool, err error) {
 		if err != nil {
 			return Span{}, false, err
 		}
-		found := false
-		for _, m := range members {
-			if m.Key == key {
-				v = Span{v.Start + m.Value.Start, v.Start + m.Value.End}
-				found = true
-				// Keep scanning: with duplicate keys the last one wins, as in encoding/json.
+		sp, found, err := Find(members, key)
+		if err != nil {
+			var amb *AmbiguousError
+			if errors.As(err, &amb) {
+				amb.Path = append(slices.Clone(path[:depth]), amb.Path...)
 			}
+			return Span{}, false, err
 		}
 		if !found {
 			return Span{}, false, nil
 		}
+		v = Span{v.Start + sp.Start, v.Start + sp.End}
 	}
 	return v, true, nil
 }
+
+// Get is the value at path inside obj, or nil when it is absent,
+// ambiguous, or obj is not valid JSON: for reading what a peer wrote where
+// a missing member and a malformed one mean the same.
+func Get(obj []byte, path ...string) []byte {
+	sp, ok, err := Lookup(obj, path...)
+	if !ok || err != nil {
+		return nil
+	}
+	return obj[sp.Start:sp.End]
+}
+
+// Find is the value of the member named key among members. The key must
+// be unambiguous: a decoder that keeps the last of two equal keys, or one
+// that matches keys without regard to letter case (Go's encoding/json
+// among them), must read the same member as an exact, first-and-only
+// match. So a second member named key, or one whose name equals key under
+// Unicode case folding, is an *AmbiguousError. Escapes count for what they
+// spell: "n\u0061me" is "name".
+func Find(members []Member, key string) (v Span, found bool, err error) {
+	for _, m := range members {
+		switch {
+		case m.Key == key:
+			if found {
+				return Span{}, false, &AmbiguousError{Name: key, Other: key}
+			}
+			v, found = m.Value, true
+		case strings.EqualFold(m.Key, key):
+			return Span{}, false, &AmbiguousError{Name: key, Other: m.Key}
+		}
+	}
+	return v, found, nil
+}
+
+// AmbiguousError says that an object member a reader acts on could be read
+// otherwise by another decoder: its name appears twice (Other == Name), or
+// another member's name, Other, differs from it only in letter case. Path
+// names the object holding them. It matches ErrInvalid.
+type AmbiguousError struct {
+	Path  []string
+	Name  string
+	Other string
+}
+
+func (e *AmbiguousError) Error() string {
+	where := "the message"
+	if len(e.Path) > 0 {
+		where = strings.Join(e.Path, ".")
+	}
+	if e.Other == e.Name {
+		return fmt.Sprintf("%s has the member %q twice", where, e.Name)
+	}
+	return fmt.Sprintf("%s has a member %q, which decoders that ignore letter case read as %q", where, e.Other, e.Name)
+}
+
+func (e *AmbiguousError) Is(target error) bool { return target == ErrInvalid }
 
 // PrefixMember looks for key among the members of a JSON object that may be
 // cut short, such as the first kilobytes of a line too long to keep. It

@@ -1,0 +1,389 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// The edits in this file carry a message from one era to the other. They
+// are pure: they read only what they are given, build new bytes by
+// splicing, and leave every member they do not name as it came.
+
+// ModernResponse gives a legacy child's response what a 2026-07-28 client
+// requires: resultType on a result, caching hints on the results of
+// cacheable methods, and -32602 where 2025 servers said -32002 (resource
+// not found). The hints say "do not cache" (ttlMs 0, private): the gateway
+// cannot know how long a legacy server's lists stay valid, nor whether they
+// depend on who asks. Members already present are left alone.
+func ModernResponse(method string, m *jsonrpc.Message) []jsonrpc.Edit {
+	if m.Result != nil {
+		return modernResult(method, m)
+	}
+	es, _ := m.ErrorSpan()
+	code, ok, _ := jsonrpc.Lookup(m.Error, "code")
+	if !ok || string(m.Error[code.Start:code.End]) != strconv.Itoa(CodeLegacyNotFound) {
+		return nil
+	}
+	return []jsonrpc.Edit{{
+		Span: jsonrpc.Span{Start: es.Start + code.Start, End: es.Start + code.End},
+		New:  jsonrpc.Int(jsonrpc.CodeInvalidParams),
+	}}
+}
+
+func modernResult(method string, m *jsonrpc.Message) []jsonrpc.Edit {
+	members, err := jsonrpc.Members(m.Result)
+	if err != nil {
+		return nil // not an object: nothing sensible to add
+	}
+	has := map[string]bool{}
+	for _, mem := range members {
+		has[mem.Key] = true
+	}
+	var add []string
+	if !has["resultType"] {
+		add = append(add, `"resultType":"`+ResultComplete+`"`)
+	}
+	if Cacheable(method) {
+		if !has["ttlMs"] {
+			add = append(add, `"ttlMs":0`)
+		}
+		if !has["cacheScope"] {
+			add = append(add, `"cacheScope":"private"`)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	rs, _ := m.ResultSpan()
+	return []jsonrpc.Edit{InsertMembers(m.Raw, rs, []byte(strings.Join(add, ",")))}
+}
+
+// Client is what a legacy client's session knows of it, which a request
+// to a 2026-07-28 child must carry in _meta.
+type Client struct {
+	Capabilities []byte // a ClientCapabilities object; nil: {}
+	Info         []byte // an Implementation object; nil: not sent
+	LogLevel     string // "": not sent
+}
+
+// ModernRequest adds the _meta a 2026-07-28 child requires to a legacy
+// client's request: the version, and the client's capabilities, identity
+// and log level. Keys the request already has are kept. extra, when not
+// nil, are more params members (a comma-separated run, as for
+// ParamsEdit).
+func ModernRequest(r *Request, c Client, extra []byte) []jsonrpc.Edit {
+	if r.Params != nil && r.Params[0] != '{' {
+		return nil // positional params: nowhere to put _meta
+	}
+	type entry struct {
+		key   string
+		value []byte
+	}
+	want := []entry{
+		{MetaProtocolVersion, []byte(strconv.Quote(Modern))},
+		{MetaClientCapabilities, orEmpty(c.Capabilities)},
+		{MetaClientInfo, c.Info},
+	}
+	if c.LogLevel != "" {
+		want = append(want, entry{MetaLogLevel, []byte(strconv.Quote(c.LogLevel))})
+	}
+	meta, hasMeta := r.ParamSpan(ParamMeta)
+	hasMeta = hasMeta && r.Raw[meta.Start] == '{'
+	var add []byte
+	for _, w := range want {
+		if _, present := r.Meta(w.key); w.value == nil || present {
+			continue
+		}
+		if len(add) > 0 {
+			add = append(add, ',')
+		}
+		add = append(add, strconv.Quote(w.key)...)
+		add = append(add, ':')
+		add = append(add, w.value...)
+	}
+	var edits []jsonrpc.Edit
+	switch {
+	case len(add) == 0:
+	case hasMeta:
+		edits = append(edits, InsertMembers(r.Raw, meta, add))
+	default:
+		extra = joinMembers(append(append([]byte(`"_meta":{`), add...), '}'), extra)
+	}
+	if extra != nil {
+		edits = append(edits, ParamsEdit(r.Message, extra))
+	}
+	return edits
+}
+
+// ParamsEdit adds members (a comma-separated run) to the message's params,
+// creating params when there are none.
+func ParamsEdit(m *jsonrpc.Message, members []byte) jsonrpc.Edit {
+	if ps, ok := m.ParamsSpan(); ok {
+		return InsertMembers(m.Raw, ps, members)
+	}
+	end := bytes.LastIndexByte(m.Raw, '}')
+	return jsonrpc.Edit{Span: jsonrpc.Span{Start: end, End: end}, New: append(append([]byte(`,"params":{`), members...), '}')}
+}
+
+// InsertMembers inserts members (a comma-separated run, no braces) at the
+// start of the object at obj in raw.
+func InsertMembers(raw []byte, obj jsonrpc.Span, members []byte) jsonrpc.Edit {
+	at := obj.Start + bytes.IndexByte(raw[obj.Start:obj.End], '{') + 1
+	inner := bytes.TrimSpace(raw[at : obj.End-1])
+	if len(inner) > 0 {
+		members = append(members, ',')
+	}
+	return jsonrpc.Edit{Span: jsonrpc.Span{Start: at, End: at}, New: members}
+}
+
+func joinMembers(a, b []byte) []byte {
+	switch {
+	case len(a) == 0:
+		return b
+	case len(b) == 0:
+		return a
+	}
+	return append(append(append([]byte{}, a...), ','), b...)
+}
+
+func orEmpty(b []byte) []byte {
+	if b == nil {
+		return []byte("{}")
+	}
+	return b
+}
+
+// object builds a JSON object from members whose values are raw JSON;
+// those with a nil value are left out. The values are copied as they are.
+func object(members ...member) []byte {
+	out := []byte{'{'}
+	for _, m := range members {
+		if m.value == nil {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, strconv.Quote(m.key)...)
+		out = append(out, ':')
+		out = append(out, m.value...)
+	}
+	return append(out, '}')
+}
+
+type member struct {
+	key   string
+	value []byte
+}
+
+// InitializeResult answers a legacy client's initialize for a child that
+// the gateway has already initialized: the child's own InitializeResult
+// with the version the client asked for, when the gateway speaks it (the
+// newest legacy revision otherwise).
+func InitializeResult(childResult []byte, asked string) []byte {
+	version := []byte(strconv.Quote(negotiated(asked)))
+	if sp, ok, err := jsonrpc.Lookup(childResult, "protocolVersion"); ok && err == nil {
+		return jsonrpc.Splice(childResult, jsonrpc.Edit{Span: sp, New: version})
+	}
+	return jsonrpc.Splice(childResult, InsertMembers(childResult, jsonrpc.Span{Start: 0, End: len(childResult)}, append([]byte(`"protocolVersion":`), version...)))
+}
+
+// InitializeFromDiscover answers a legacy client's initialize for a
+// 2026-07-28 child, from its DiscoverResult: the same capabilities,
+// instructions and server identity (gatewayInfo when the child gave
+// none).
+func InitializeFromDiscover(discover []byte, asked string, gatewayInfo []byte) []byte {
+	info := jsonrpc.Get(discover, "_meta", MetaServerInfo)
+	if info == nil {
+		info = gatewayInfo
+	}
+	return object(
+		member{"protocolVersion", []byte(strconv.Quote(negotiated(asked)))},
+		member{"capabilities", orEmpty(jsonrpc.Get(discover, "capabilities"))},
+		member{"serverInfo", info},
+		member{"instructions", jsonrpc.Get(discover, "instructions")},
+	)
+}
+
+// negotiated is the legacy revision the gateway answers a client that
+// asked for asked.
+func negotiated(asked string) string {
+	if IsLegacy(asked) {
+		return asked
+	}
+	return LatestLegacy
+}
+
+// DiscoverFromInitialize answers a 2026-07-28 client's server/discover for
+// a legacy child, from its InitializeResult: the same facts in the
+// 2026-07-28 shape, with the caching hint "do not cache", as for every
+// translated result.
+func DiscoverFromInitialize(initResult []byte) []byte {
+	var meta []byte
+	if info := jsonrpc.Get(initResult, "serverInfo"); info != nil {
+		meta = object(member{MetaServerInfo, info})
+	}
+	return object(
+		member{"resultType", []byte(strconv.Quote(ResultComplete))},
+		member{"supportedVersions", []byte(`["` + Modern + `"]`)},
+		member{"capabilities", orEmpty(jsonrpc.Get(initResult, "capabilities"))},
+		member{"instructions", jsonrpc.Get(initResult, "instructions")},
+		member{"ttlMs", []byte("0")},
+		member{"cacheScope", []byte(`"private"`)},
+		member{"_meta", meta},
+	)
+}
+
+// InputRequest is one question in an InputRequiredResult, under its key.
+type InputRequest struct {
+	Key    string
+	Method string
+	Params []byte // nil: {}
+}
+
+// InputRequired is the InputRequiredResult asking reqs, with the state the
+// client must send back on its retry.
+func InputRequired(reqs []InputRequest, state string) []byte {
+	var inner []member
+	for _, q := range reqs {
+		inner = append(inner, member{q.Key, object(member{"method", []byte(strconv.Quote(q.Method))}, member{"params", orEmpty(q.Params)})})
+	}
+	return object(
+		member{"resultType", []byte(strconv.Quote(ResultInputRequired))},
+		member{"inputRequests", object(inner...)},
+		member{"requestState", []byte(strconv.Quote(state))},
+	)
+}
+
+// ReadInputRequired reads an InputRequiredResult: its questions, in the
+// order they are listed, and its requestState (raw; nil when absent).
+func ReadInputRequired(result []byte) (reqs []InputRequest, state []byte, err error) {
+	sp, ok, err := jsonrpc.Lookup(result, "inputRequests")
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		members, err := jsonrpc.Members(result[sp.Start:sp.End])
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, m := range members {
+			v := result[sp.Start+m.Value.Start : sp.Start+m.Value.End]
+			method, _ := String(jsonrpc.Get(v, "method"))
+			reqs = append(reqs, InputRequest{Key: m.Key, Method: method, Params: jsonrpc.Get(v, "params")})
+		}
+	}
+	return reqs, jsonrpc.Get(result, "requestState"), nil
+}
+
+// ResultType is a result's resultType; "" when it has none.
+func ResultType(result []byte) string {
+	s, _ := String(jsonrpc.Get(result, "resultType"))
+	return s
+}
+
+// MissingCapabilities is 2026-07-28's error for a request that needs
+// client capabilities the client did not declare.
+func MissingCapabilities(names []string) *jsonrpc.Error {
+	var caps []member
+	seen := map[string]bool{}
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			caps = append(caps, member{n, []byte("{}")})
+		}
+	}
+	return &jsonrpc.Error{Code: CodeMissingCapability,
+		Message: "the request needs client capabilities the client did not declare: " + strings.Join(names, ", "),
+		Data:    object(member{"requiredCapabilities", object(caps...)})}
+}
+
+// Cancelled is the params of notifications/cancelled for a request.
+func Cancelled(requestID int64, reason string) []byte {
+	return object(member{"requestId", jsonrpc.Int(requestID)}, member{"reason", []byte(strconv.Quote(reason))})
+}
+
+// ErrorCode is the code of an error object; ok is false when it has none
+// that is an integer.
+func ErrorCode(errObj []byte) (code int, ok bool) {
+	n, err := strconv.Atoi(string(jsonrpc.Get(errObj, "code")))
+	return n, err == nil
+}
+
+// String decodes a JSON string value; ok is false when v is not one.
+func String(v []byte) (string, bool) {
+	if len(v) == 0 || v[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// HasCapability reports whether a capabilities object declares name.
+func HasCapability(caps []byte, name string) bool {
+	return jsonrpc.Get(caps, name) != nil
+}
+
+// The gateway's own requests to a child.
+
+// Implementation is an Implementation object (clientInfo, serverInfo).
+func Implementation(name, version string) []byte {
+	return object(member{"name", []byte(strconv.Quote(name))}, member{"version", []byte(strconv.Quote(version))})
+}
+
+// RelayedCapabilities are the client capabilities the gateway declares to
+// a legacy child: the questions it can relay to the client of the call in
+// flight, with no list-change notifications.
+const RelayedCapabilities = `{"sampling":{},"elicitation":{},"roots":{}}`
+
+// InitializeParams are the params of the gateway's initialize to a legacy
+// child.
+func InitializeParams(clientInfo []byte) []byte {
+	return object(
+		member{"protocolVersion", []byte(strconv.Quote(LatestLegacy))},
+		member{"capabilities", []byte(RelayedCapabilities)},
+		member{"clientInfo", clientInfo},
+	)
+}
+
+// ModernParams are the params of a request of the gateway's own to a
+// 2026-07-28 child: its _meta, declaring no client capabilities, and more
+// members (a comma-separated run; nil for none).
+func ModernParams(clientInfo []byte, more []byte) []byte {
+	meta := object(
+		member{MetaProtocolVersion, []byte(strconv.Quote(Modern))},
+		member{MetaClientCapabilities, []byte("{}")},
+		member{MetaClientInfo, clientInfo},
+	)
+	out := append([]byte(`{"_meta":`), meta...)
+	if len(more) > 0 {
+		out = append(append(out, ','), more...)
+	}
+	return append(out, '}')
+}
+
+// Initialized is what the gateway learns from a legacy child's
+// InitializeResult.
+type Initialized struct {
+	ProtocolVersion string
+	Logging         bool // the child declared the logging capability
+	ServerName      string
+	ServerVersion   string
+}
+
+// ReadInitialize reads an InitializeResult.
+func ReadInitialize(result []byte) Initialized {
+	var in Initialized
+	in.ProtocolVersion, _ = String(jsonrpc.Get(result, "protocolVersion"))
+	in.Logging = jsonrpc.Get(result, "capabilities", CapLogging) != nil
+	in.ServerName, _ = String(jsonrpc.Get(result, "serverInfo", "name"))
+	in.ServerVersion, _ = String(jsonrpc.Get(result, "serverInfo", "version"))
+	return in
+}

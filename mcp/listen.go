@@ -1,0 +1,111 @@
+package mcp
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// Filter is what a subscriptions/listen asks for (a SubscriptionFilter).
+type Filter struct {
+	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
+	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
+	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+}
+
+// ReadFilter reads a listen request's params.notifications. What is not a
+// boolean true, or a string URI, asks for nothing.
+func ReadFilter(notifications []byte) Filter {
+	f := Filter{
+		ToolsListChanged:     string(jsonrpc.Get(notifications, "toolsListChanged")) == "true",
+		PromptsListChanged:   string(jsonrpc.Get(notifications, "promptsListChanged")) == "true",
+		ResourcesListChanged: string(jsonrpc.Get(notifications, "resourcesListChanged")) == "true",
+	}
+	if subs := jsonrpc.Get(notifications, "resourceSubscriptions"); len(subs) > 0 && subs[0] == '[' {
+		spans, _ := jsonrpc.Elements(subs)
+		for _, sp := range spans {
+			if uri, ok := String(subs[sp.Start:sp.End]); ok && !slices.Contains(f.ResourceSubscriptions, uri) {
+				f.ResourceSubscriptions = append(f.ResourceSubscriptions, uri)
+			}
+		}
+	}
+	return f
+}
+
+// Honored is the part of f that a legacy child can deliver, judged by the
+// capabilities in its InitializeResult.
+func (f Filter) Honored(initResult []byte) Filter {
+	has := func(path ...string) bool {
+		return string(jsonrpc.Get(initResult, append([]string{"capabilities"}, path...)...)) == "true"
+	}
+	out := Filter{
+		ToolsListChanged:     f.ToolsListChanged && has("tools", "listChanged"),
+		PromptsListChanged:   f.PromptsListChanged && has("prompts", "listChanged"),
+		ResourcesListChanged: f.ResourcesListChanged && has("resources", "listChanged"),
+	}
+	if has("resources", "subscribe") {
+		out.ResourceSubscriptions = f.ResourceSubscriptions
+	}
+	return out
+}
+
+// Wants reports whether a listener with this filter asked for a legacy
+// child's notification m.
+func (f Filter) Wants(m *jsonrpc.Message) bool {
+	switch m.Method {
+	case NoteToolsChanged:
+		return f.ToolsListChanged
+	case NotePromptsChanged:
+		return f.PromptsListChanged
+	case NoteResourcesChanged:
+		return f.ResourcesListChanged
+	case NoteResourceUpdated:
+		uri, ok := String(jsonrpc.Get(m.Params, "uri"))
+		return ok && slices.Contains(f.ResourceSubscriptions, uri)
+	}
+	return false
+}
+
+// Acknowledged is the notification that opens a listen's stream: what the
+// listen gets, under the client's listen id.
+func Acknowledged(listenID []byte, honored Filter) []byte {
+	notifications, _ := json.Marshal(honored) // a struct of bools and strings
+	return jsonrpc.NewNotification(NoteAcknowledged, object(
+		member{"_meta", object(member{MetaSubscriptionID, listenID})},
+		member{"notifications", notifications},
+	))
+}
+
+// ListenEnded is the result that ends a listen the server tore down.
+func ListenEnded(listenID []byte) []byte {
+	return object(
+		member{"resultType", []byte(`"` + ResultComplete + `"`)},
+		member{"_meta", object(member{MetaSubscriptionID, listenID})},
+	)
+}
+
+// SubscriptionID is where a notification names the listen it belongs to:
+// its _meta's subscriptionId, as a span of m.Params.
+func SubscriptionID(m *jsonrpc.Message) (jsonrpc.Span, bool) {
+	sp, ok, err := jsonrpc.Lookup(m.Params, "_meta", MetaSubscriptionID)
+	return sp, ok && err == nil
+}
+
+// Tagged is notification m with _meta.subscriptionId set to id, the
+// listen's id as its client knows it.
+func Tagged(m *jsonrpc.Message, id []byte) []byte {
+	member := append([]byte(`"`+MetaSubscriptionID+`":`), id...)
+	if m.Params == nil {
+		return jsonrpc.NewNotification(m.Method, append(append([]byte(`{"_meta":{`), member...), "}}"...))
+	}
+	ps, _ := m.ParamsSpan()
+	if old, ok := SubscriptionID(m); ok {
+		return jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: jsonrpc.Span{Start: ps.Start + old.Start, End: ps.Start + old.End}, New: id})
+	}
+	if sp, ok, err := jsonrpc.Lookup(m.Params, "_meta"); ok && err == nil && m.Params[sp.Start] == '{' {
+		return jsonrpc.Splice(m.Raw, InsertMembers(m.Raw, jsonrpc.Span{Start: ps.Start + sp.Start, End: ps.Start + sp.End}, member))
+	}
+	return jsonrpc.Splice(m.Raw, InsertMembers(m.Raw, ps, append(append([]byte(`"_meta":{`), member...), '}')))
+}
