@@ -66,8 +66,7 @@ func (s *server) gather(ctx context.Context, r *request, reqs []inputRequest, st
 	for _, q := range reqs {
 		if !r.has(q.capability) {
 			if r.modern {
-				return nil, nil, &rpcError{Code: -32021, Message: "this tool needs the client's " + q.capability + " capability",
-					Data: map[string]any{"requiredCapabilities": map[string]any{q.capability: map[string]any{}}}}
+				return nil, nil, needsCapability(q.capability)
 			}
 			return nil, nil, &rpcError{Code: -32603, Message: "this tool needs the client's " + q.capability + " capability, which it did not declare"}
 		}
@@ -93,6 +92,13 @@ func (s *server) gather(ctx context.Context, r *request, reqs []inputRequest, st
 		return nil, inputRequired(missing, state), nil
 	}
 	return answers, nil, nil
+}
+
+// needsCapability is the 2026-07-28 error for a client that did not
+// declare a capability the tool needs (Missing Required Client Capability).
+func needsCapability(capability string) *rpcError {
+	return &rpcError{Code: -32021, Message: "this tool needs the client's " + capability + " capability",
+		Data: map[string]any{"requiredCapabilities": map[string]any{capability: map[string]any{}}}}
 }
 
 func samplingRequest(key, prompt string, maxTokens int) inputRequest {

@@ -55,21 +55,9 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := &server{
-		life:     ctx,
-		tasks:    map[string]*task{},
-		era:      *era,
-		faults:   f,
-		out:      out,
-		errOut:   errOut,
-		inflight: map[string]context.CancelFunc{},
-		asked:    map[string]chan message{},
-		listens:  map[string]listen{},
-		subs:     map[string]bool{},
-		changed:  make(chan struct{}),
-	}
-	if _, err := rand.Read(s.key[:]); err != nil {
-		return fmt.Errorf("demo: state key: %w", err)
+	s, err := newServer(ctx, *era, f, out, errOut)
+	if err != nil {
+		return err
 	}
 	err = s.serve(ctx, in)
 	f.atEnd(errOut)
@@ -88,6 +76,27 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	cancel()
 	<-finished
 	return err
+}
+
+// newServer makes a server that lives until life ends.
+func newServer(life context.Context, era string, f faults, out, errOut io.Writer) (*server, error) {
+	s := &server{
+		life:     life,
+		tasks:    newTaskTable(taskTTL, maxTasks, time.Now),
+		era:      era,
+		faults:   f,
+		out:      out,
+		errOut:   errOut,
+		inflight: map[string]context.CancelFunc{},
+		asked:    map[string]chan message{},
+		listens:  map[string]listen{},
+		subs:     map[string]bool{},
+		changed:  make(chan struct{}),
+	}
+	if _, err := rand.Read(s.key[:]); err != nil {
+		return nil, fmt.Errorf("demo: state key: %w", err)
+	}
+	return s, nil
 }
 
 type server struct {
@@ -112,8 +121,7 @@ type server struct {
 	subs          map[string]bool   // resources/subscribe'd URIs (legacy)
 	toolAdded     bool              // test_trigger_tool_change toggles a tool
 	promptAdded   bool              // test_trigger_prompt_change toggles a prompt
-	tasks         map[string]*task
-	nextTask      int
+	tasks         *taskTable
 	requests      []seenRequest
 	cancellations []seenCancel
 	changed       chan struct{} // closed and replaced when history grows

@@ -80,6 +80,7 @@ func (s *server) tools() []tool {
 		{name: "json_schema_2020_12_tool", description: "Tool with JSON Schema 2020-12 features", schema: schema2020, run: constant(text("ok"))},
 	}
 	ts = append(ts, s.mrtrTools()...)
+	ts = append(ts, s.taskTools()...)
 	s.mu.Lock()
 	added := s.toolAdded
 	s.mu.Unlock()
@@ -235,8 +236,7 @@ func (s *server) missingCapability(ctx context.Context, r *request, _ json.RawMe
 		return text("The client can sample: " + sampledText(answers["sampling"])), nil
 	}
 	if !r.has("sampling") {
-		return nil, &rpcError{Code: -32021, Message: "this tool needs the client's sampling capability",
-			Data: map[string]any{"requiredCapabilities": map[string]any{"sampling": map[string]any{}}}}
+		return nil, needsCapability("sampling")
 	}
 	return text("The client declared sampling."), nil
 }
