@@ -20,11 +20,11 @@ var modernAsker = Caller{Modern: true, Capabilities: json.RawMessage(`{"sampling
 // out, per call.
 var (
 	unreadMu sync.Mutex
-	unread   = map[*Call][][]byte{}
+	unread   = map[*call][][]byte{}
 )
 
 // nextNote waits for the next message the call has for its client.
-func nextNote(t *testing.T, c *Call) *jsonrpc.Message {
+func nextNote(t *testing.T, c *call) *jsonrpc.Message {
 	t.Helper()
 	for {
 		unreadMu.Lock()
@@ -45,7 +45,7 @@ func nextNote(t *testing.T, c *Call) *jsonrpc.Message {
 		case <-time.After(10 * time.Second):
 			t.Fatal("nothing for the client")
 		}
-		notes, resp, err, done := c.Take()
+		notes, resp, done, err := c.Take()
 		if len(notes) == 0 && done {
 			t.Fatalf("the call ended (%s, %v) without a message for the client", resp, err)
 		}
@@ -61,7 +61,7 @@ func TestLegacyChildAsksALegacyClient(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	child := w.child()
-	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestLegacyChildAsksALegacyClient(t *testing.T) {
 		t.Errorf("child got %s, want the answer under its own id", got.Raw)
 	}
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
-	if resp, err := c.Wait(); err != nil || !contains(resp, `"id":1`) {
+	if resp, err := c.wait(); err != nil || !contains(resp, `"id":1`) {
 		t.Errorf("Wait = %s, %v", resp, err)
 	}
 	// A second answer to the same question is dropped, not delivered.
@@ -100,28 +100,28 @@ func TestUnroutableQuestionsAreRefused(t *testing.T) {
 	child.send(`{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{}}`)
 	refused("no single call")
 
-	a, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{}`), CanStream: true})
+	a, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{}`), CanStream: true})
 	ra := child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":2,"method":"elicitation/create","params":{}}`)
 	refused("did not declare the elicitation capability")
 
-	b, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), legacyStreamer)
+	b, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), legacyStreamer)
 	rb := child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{}}`)
 	refused("no single call")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, ra.ID)
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, rb.ID)
-	a.Wait()
-	b.Wait()
+	a.wait()
+	b.wait()
 
-	c, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{"sampling":{}}`)})
+	c, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{"sampling":{}}`)})
 	rc := child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":{}}`)
 	refused("cannot take a stream")
 	child.send(`{"jsonrpc":"2.0","id":5,"method":"tasks/list","params":{}}`)
 	refused("does not serve tasks/list")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, rc.ID)
-	c.Wait()
+	c.wait()
 }
 
 // A legacy child's question for a 2026-07-28 client parks the call: the
@@ -132,13 +132,13 @@ func TestLegacyChildAsksAModernClient(t *testing.T) {
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	child := w.child()
 	firstCtx, leave := context.WithCancel(context.Background())
-	c, err := w.b.Call(firstCtx, request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"test_elicitation"}}`), modernAsker)
+	c, err := callOn(w.b, firstCtx, request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"test_elicitation"}}`), modernAsker)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":"q1","method":"elicitation/create","params":{"message":"name?"}}`)
-	resp, err := c.Wait()
+	resp, err := c.wait()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,21 +171,21 @@ func TestLegacyChildAsksAModernClient(t *testing.T) {
 	// Bounded, so that a retry whose answer is lost fails instead of hanging.
 	retryCtx, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()
-	retry := func(id, responses, state string) *Call {
+	retry := func(id, responses, state string) *call {
 		t.Helper()
-		r, err := w.b.Call(retryCtx, request(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"test_elicitation","inputResponses":`+responses+`,"requestState":"`+state+`"}}`), modernAsker)
+		r, err := callOn(w.b, retryCtx, request(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"test_elicitation","inputResponses":`+responses+`,"requestState":"`+state+`"}}`), modernAsker)
 		if err != nil {
 			t.Fatalf("retry: %v", err)
 		}
 		return r
 	}
 	// A retry without the answer is asked again, and the child sees nothing.
-	again, _ := retry(`"again"`, `{}`, irr.Result.RequestState).Wait()
+	again, _ := retry(`"again"`, `{}`, irr.Result.RequestState).wait()
 	if !contains(again, `"input_required"`) || !contains(again, `"id":"again"`) {
 		t.Errorf("retry without answers got %s", again)
 	}
 	// A tampered state is refused.
-	if _, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"requestState":"`+irr.Result.RequestState+`x"}}`), modernAsker); gatewayCode(t, err) != jsonrpc.CodeInvalidParams {
+	if _, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"requestState":"`+irr.Result.RequestState+`x"}}`), modernAsker); gatewayCode(t, err) != jsonrpc.CodeInvalidParams {
 		t.Errorf("tampered state: %v", err)
 	}
 	// The real retry answers the child and gets the call's result.
@@ -195,12 +195,12 @@ func TestLegacyChildAsksAModernClient(t *testing.T) {
 		t.Fatalf("child got %s, want the answer to q1", got.Raw)
 	}
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"hello Ada"}]}}`, req.ID)
-	final, err := r.Wait()
+	final, err := r.wait()
 	if err != nil || string(final) != `{"jsonrpc":"2.0","id":"second","result":{"resultType":"complete","content":[{"type":"text","text":"hello Ada"}]}}` {
 		t.Errorf("retry got %s, %v", final, err)
 	}
 	// The state is spent.
-	if _, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"requestState":"`+irr.Result.RequestState+`"}}`), modernAsker); gatewayCode(t, err) != jsonrpc.CodeInvalidParams {
+	if _, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"requestState":"`+irr.Result.RequestState+`"}}`), modernAsker); gatewayCode(t, err) != jsonrpc.CodeInvalidParams {
 		t.Errorf("a spent state: %v", err)
 	}
 }
@@ -215,13 +215,13 @@ func TestParkedCallIsAbandoned(t *testing.T) {
 		child := <-w.children
 		defer child.exit()
 		defer w.b.Close(context.Background())
-		c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), modernAsker)
+		c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), modernAsker)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req := child.expect("tools/call")
 		child.send(`{"jsonrpc":"2.0","id":"q","method":"sampling/createMessage","params":{}}`)
-		c.Wait()
+		c.wait()
 		start := time.Now()
 		// Read the channel itself: next's ten-second guard would fire first
 		// on the bubble's clock. Both go out at once, in either order.
@@ -250,7 +250,7 @@ func TestModernChildAsksALegacyClient(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, Options{Era: EraModern}, autoReply{})
 	child := w.child()
-	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,15 +276,15 @@ func TestModernChildAsksALegacyClient(t *testing.T) {
 		t.Errorf("retry params = %s", second.Params)
 	}
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","content":[]}}`, second.ID)
-	if resp, err := c.Wait(); err != nil || !strings.HasPrefix(string(resp), `{"jsonrpc":"2.0","id":7,`) {
+	if resp, err := c.wait(); err != nil || !strings.HasPrefix(string(resp), `{"jsonrpc":"2.0","id":7,`) {
 		t.Errorf("Wait = %s, %v", resp, err)
 	}
 
 	// A client that cannot answer is told so.
-	c2, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":8,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{}`), CanStream: true})
+	c2, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":8,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{}`), CanStream: true})
 	m := child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"resultType":"input_required","inputRequests":{"e":{"method":"elicitation/create","params":{}}}}}`, m.ID)
-	if _, err := c2.Wait(); err == nil || !strings.Contains(err.Error(), "did not declare") {
+	if _, err := c2.wait(); err == nil || !strings.Contains(err.Error(), "did not declare") {
 		t.Errorf("Wait = %v, want an error saying the client cannot answer", err)
 	}
 }
@@ -298,7 +298,7 @@ func TestQuestionsForAModernClientAreBatchedPerRound(t *testing.T) {
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	child := w.child()
 	caller := Caller{Modern: true, Capabilities: json.RawMessage(`{"sampling":{},"elicitation":{},"roots":{}}`)}
-	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), caller)
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), caller)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestQuestionsForAModernClientAreBatchedPerRound(t *testing.T) {
 	child.send(`{"jsonrpc":"2.0","id":"user_name","method":"elicitation/create","params":{}}` + "\n" +
 		`{"jsonrpc":"2.0","id":"greeting","method":"sampling/createMessage","params":{}}` + "\n" +
 		`{"jsonrpc":"2.0","id":7,"method":"roots/list","params":{}}`)
-	resp, _ := c.Wait()
+	resp, _ := c.wait()
 	var irr struct {
 		Result struct {
 			InputRequests map[string]struct{ Method string } `json:"inputRequests"`
@@ -319,8 +319,8 @@ func TestQuestionsForAModernClientAreBatchedPerRound(t *testing.T) {
 		irr.Result.InputRequests["greeting"].Method != "sampling/createMessage" || irr.Result.InputRequests["7"].Method != "roots/list" {
 		t.Fatalf("first answer = %s, want all three questions named by the child's ids", resp)
 	}
-	retry := func(responses, state string) (*Call, error) {
-		return w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"inputResponses":`+responses+`,"requestState":"`+state+`"}}`), caller)
+	retry := func(responses, state string) (*call, error) {
+		return callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"inputResponses":`+responses+`,"requestState":"`+state+`"}}`), caller)
 	}
 	r, err := retry(`{"user_name":{"action":"accept","content":{}},"greeting":{"content":{}},"7":{"roots":[]},"extra":{}}`, irr.Result.RequestState)
 	if err != nil {
@@ -335,7 +335,7 @@ func TestQuestionsForAModernClientAreBatchedPerRound(t *testing.T) {
 	}
 	// A second round: a new question, a new state; the first state is stale.
 	child.send(`{"jsonrpc":"2.0","id":"step2","method":"elicitation/create","params":{}}`)
-	resp, _ = r.Wait()
+	resp, _ = r.wait()
 	var second struct {
 		Result struct {
 			RequestState string `json:"requestState"`
@@ -356,7 +356,7 @@ func TestQuestionsForAModernClientAreBatchedPerRound(t *testing.T) {
 		t.Errorf("child got %s", m.Raw)
 	}
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
-	if resp, err := final.Wait(); err != nil || !contains(resp, `"resultType":"complete"`) {
+	if resp, err := final.wait(); err != nil || !contains(resp, `"resultType":"complete"`) {
 		t.Errorf("final = %s, %v", resp, err)
 	}
 }
@@ -369,24 +369,24 @@ func TestModernClientCapabilitiesLimitTheQuestions(t *testing.T) {
 	child := w.child()
 	caller := Caller{Modern: true, Capabilities: json.RawMessage(`{"sampling":{}}`)}
 
-	c, _ := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), caller)
+	c, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), caller)
 	child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":"e","method":"elicitation/create","params":{}}` + "\n" +
 		`{"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{}}`)
 	if m := child.next(); string(m.ID) != `"e"` || m.Error == nil {
 		t.Errorf("child got %s, want the elicitation refused", m.Raw)
 	}
-	resp, _ := c.Wait()
+	resp, _ := c.wait()
 	if !contains(resp, `"s":{"method":"sampling/createMessage"`) || contains(resp, "elicitation") {
 		t.Errorf("first answer = %s, want the sampling question only", resp)
 	}
 
 	w2 := newWorld(t, legacy(), autoReply{initialize: true})
 	child2 := w2.child()
-	c2, _ := w2.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{Modern: true, Capabilities: json.RawMessage(`{}`)})
+	c2, _ := callOn(w2.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{Modern: true, Capabilities: json.RawMessage(`{}`)})
 	req := child2.expect("tools/call")
 	child2.send(`{"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{}}`)
-	_, err := c2.Wait()
+	_, err := c2.wait()
 	var e *jsonrpc.Error
 	if !errorsAs(err, &e) || e.Code != -32021 || string(e.Data) != `{"requiredCapabilities":{"sampling":{}}}` {
 		t.Fatalf("Wait = %v, want -32021 naming sampling", err)

@@ -32,7 +32,7 @@ func TestIDsAreRewrittenAndRestored(t *testing.T) {
 		// An odd but valid payload that must pass through untouched.
 		result := `{ "content" : [ {"type":"text","text":"caf\u00e9 \ud83d\ude00"} ] , "n": 1.000 }`
 		child.send(`{"jsonrpc":"2.0","id":%d,"result":%s}`, gw, result)
-		resp, err := c.Wait()
+		resp, err := c.wait()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,12 +58,12 @@ func TestConcurrentCallsWithCollidingIDs(t *testing.T) {
 			if i%3 == 0 {
 				clientID = `"x"`
 			}
-			c, err := w.b.Call(context.Background(), request(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"who":%d}}`, clientID, i)), Caller{})
+			c, err := callOn(w.b, context.Background(), request(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"who":%d}}`, clientID, i)), Caller{})
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			resp, err := c.Wait()
+			resp, err := c.wait()
 			if err != nil {
 				t.Error(err)
 				return
@@ -104,7 +104,7 @@ func TestCancellationOnCallerLeaving(t *testing.T) {
 	c := w.call(ctx, `{"jsonrpc":"2.0","id":"mine","method":"tools/call","params":{"name":"slow"}}`)
 	req := child.expect("tools/call")
 	cancel()
-	if _, err := c.Wait(); !errors.Is(err, context.Canceled) {
+	if _, err := c.wait(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait = %v, want context.Canceled", err)
 	}
 	n := child.expect("notifications/cancelled")
@@ -122,7 +122,7 @@ func TestCancellationOnCallerLeaving(t *testing.T) {
 	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	m := child.expect("tools/list")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, m.ID)
-	if _, err := c2.Wait(); err != nil {
+	if _, err := c2.wait(); err != nil {
 		t.Fatal(err)
 	}
 	if st := w.b.Stats(); st.LateResponses != 1 || st.Pending != 0 {
@@ -138,7 +138,7 @@ func TestCallerGoneBeforeWriteNeverReachesChild(t *testing.T) {
 	child := w.child()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{}); !errors.Is(err, context.Canceled) {
+	if _, err := callOn(w.b, ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call with a done ctx = %v, want context.Canceled", err)
 	}
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
@@ -147,7 +147,7 @@ func TestCallerGoneBeforeWriteNeverReachesChild(t *testing.T) {
 		t.Fatalf("child got %s first, want tools/list (the abandoned call must not reach it)", m.Raw)
 	}
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
-	c.Wait()
+	c.wait()
 }
 
 // A caller that leaves while its request is being written: the request goes
@@ -160,9 +160,9 @@ func TestCancellationFollowsAWriteInFlight(t *testing.T) {
 		child := <-w.children
 		synctest.Wait() // the bridge is ready (modern: no handshake)
 		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan *Call)
+		done := make(chan *call)
 		go func() {
-			c, _ := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{})
+			c, _ := callOn(w.b, ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{})
 			done <- c
 		}()
 		synctest.Wait() // the write is blocked: the child is not reading yet
@@ -173,7 +173,7 @@ func TestCancellationFollowsAWriteInFlight(t *testing.T) {
 		if c == nil {
 			t.Fatal("Call failed although its request went out")
 		}
-		if _, err := c.Wait(); !errors.Is(err, context.Canceled) {
+		if _, err := c.wait(); !errors.Is(err, context.Canceled) {
 			t.Errorf("Wait = %v, want context.Canceled", err)
 		}
 		req := child.expect("tools/call")
@@ -220,11 +220,11 @@ func TestProgressIsRoutedAndRestored(t *testing.T) {
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, rq.ID)
 	progress(string(ra.ID), 3) // after the end
 
-	collect := func(c *Call) []string {
+	collect := func(c *call) []string {
 		var notes []string
 		for {
 			<-c.Wake()
-			ns, _, err, done := c.Take()
+			ns, _, done, err := c.Take()
 			for _, n := range ns {
 				notes = append(notes, string(n))
 			}
@@ -276,7 +276,7 @@ func TestSlowConsumerProgressIsCoalesced(t *testing.T) {
 			break
 		}
 	}
-	notes, resp, err, done := c3.Take()
+	notes, resp, done, err := c3.Take()
 	if !done || err != nil || resp == nil {
 		t.Fatalf("Take = done %v, %v", done, err)
 	}
@@ -306,13 +306,13 @@ func TestTaskRequestsAreNeverCancelled(t *testing.T) {
 	w := newWorld(t, Options{Era: EraModern}, autoReply{})
 	child := w.child()
 	ctx, leave := context.WithCancel(context.Background())
-	c, err := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}`), Caller{Modern: true})
+	c, err := callOn(w.b, ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}`), Caller{Modern: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	child.expect("tasks/get")
 	leave()
-	c.Wait()
+	c.wait()
 	// The next thing the child sees is the next call, not a cancellation.
 	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	if m := child.next(); m.Method != "tools/list" {
@@ -320,5 +320,5 @@ func TestTaskRequestsAreNeverCancelled(t *testing.T) {
 	} else {
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
 	}
-	c2.Wait()
+	c2.wait()
 }

@@ -10,182 +10,129 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
-// Call is one client request as its owner sees it. The owner waits on Wake
-// and drains it with Take until Take reports done; every way a call can end
-// (response, caller gone, timeout, child exit, shutdown) ends it exactly
-// once. Toward the child a call is one exchange, or several in a row when a
-// modern child needs input that a legacy client supplies.
-type Call struct {
+// Call is one client request in flight, as the HTTP side sees it. Its owner
+// waits on Wake and drains it with Take until Take reports done. It ends
+// exactly once, by whichever of its endings comes first: the child's
+// response, the client leaving or cancelling, a timeout, the child's exit,
+// shutdown.
+type Call interface {
+	// Wake is signalled whenever Take has something new.
+	Wake() <-chan struct{}
+	// Take returns the messages for the client queued since the last Take,
+	// in order (notifications, and requests a legacy client is asked to
+	// answer), and, once the call has ended, its response or error with
+	// done set. The response carries the client's id. err is a
+	// *jsonrpc.Error made by the gateway, or the client's context error.
+	Take() (notes [][]byte, resp []byte, done bool, err error)
+	// Streams reports whether the client asked for notifications (progress
+	// or log messages) before the response.
+	Streams() bool
+	// ErrorCode is the code of the child's error response, once Take has
+	// reported done with one; 0 otherwise.
+	ErrorCode() int
+	// Cancel ends the call on the client's behalf (a legacy client's own
+	// notifications/cancelled): the child is told, with reason, and the
+	// call ends with an error the client will not wait for.
+	Cancel(reason string)
+}
+
+// Caller describes the client behind one request: what the bridge needs to
+// serve it in its own protocol era, whatever the child speaks.
+type Caller struct {
+	// Modern is true for a 2026-07-28 client: every request carries its
+	// version and capabilities in _meta.
+	Modern bool
+	// Capabilities are the client's (a ClientCapabilities object): from the
+	// request's _meta, or from a legacy client's initialize.
+	Capabilities json.RawMessage
+	// LogLevel is the lowest notifications/message level the client wants;
+	// "" means none.
+	LogLevel string
+	// ClientInfo is the client's Implementation object, if known.
+	ClientInfo json.RawMessage
+	// CanStream is true when the client takes an SSE answer, so it can be
+	// asked questions (sampling, elicitation, roots) in the middle of a call.
+	CanStream bool
+}
+
+// call is the bridge's Call. Toward the child it is one exchange, or
+// several in a row when a modern child needs input that a legacy client
+// supplies.
+type call struct {
 	b        *Bridge
-	s        *session
-	req      *jsonrpc.Message // the client's request, for the lines sent to the child
-	clientID []byte           // restored on the response, byte for byte
+	ch       *child       // nil for a call the gateway answered itself
+	req      *mcp.Request // the client's request; nil for the gateway's own
+	clientID []byte       // restored on the response, byte for byte
 	method   string
-	token    []byte // the caller's progress token; nil if it asked for none
+	params   []byte // the gateway's own request's params
+	token    []byte // the client's progress token; nil if it asked for none
 	caller   Caller
+	listen   *mcp.Filter // what a listen on a legacy child delivers
 	start    time.Time
+	idleFor  time.Duration
 
 	box mailbox
 
 	mu      sync.Mutex
-	ex      *exchange   // the exchange in flight; nil between exchanges
-	idle    *time.Timer // reset by progress
+	ex      *exchange // the exchange in flight; nil before, between and after exchanges
+	ended   bool      // claimed by one of its endings
+	idle    *time.Timer
 	maxDur  *time.Timer
-	stopCtx func() bool // detaches the caller's ctx
-	inputs  *inputs     // a modern child's input requests, being answered by a legacy client
-	onEnd   func()      // runs once when the call ends (a listen's cleanup)
-	after   []func()    // run once the call has ended (see whenDone)
-	ended   bool        // finish has run
+	stopCtx func() bool // detaches the client's ctx
+	slot    *slot       // released when the call ends
+	onEnd   func(*call) // runs once when the call ends
 }
 
-// Call forwards a request to the child on behalf of caller. It waits while
-// a child is starting, and fails at once (with a *jsonrpc.Error) when there
-// is none. The returned Call ends by itself when ctx ends, with the child
-// told to cancel.
-func (b *Bridge) Call(ctx context.Context, req *jsonrpc.Message, caller Caller) (*Call, error) {
-	if req.Kind != jsonrpc.KindRequest {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not a request"}
-	}
-	if req.Method == "ping" {
-		return answered(req, []byte("{}")), nil
-	}
-	s, err := b.readySession(ctx)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case req.Method == "initialize":
-		return s.answerInitialize(req)
-	case req.Method == "server/discover" && s.eraNow() == EraLegacy:
-		return s.answerDiscover(req)
-	case req.Method == methodListen && s.eraNow() == EraLegacy:
-		return s.listenLegacy(ctx, req, caller)
-	}
-	if s.eraNow() == EraLegacy {
-		if id, round, ours, err := b.ownState(req); ours {
-			if err != nil {
-				return nil, err
-			}
-			return b.resume(ctx, req, caller, id, round)
-		}
-	}
-	if caller.LogLevel != "" {
-		s.ensureLogLevel(caller.LogLevel)
-	}
-	c, err := newCall(b, s, req, caller)
-	if err != nil {
-		return nil, err
-	}
-	c.arm(ctx)
-	if err := s.start(ctx, c, req.Method, nil, false); err != nil {
-		return nil, err
-	}
-	return c, nil
+// callSpec says what newCall makes.
+type callSpec struct {
+	req    *mcp.Request // a client's request; nil for the gateway's own
+	method string       // the gateway's own request's method and params
+	params []byte
+	caller Caller
+	idle   time.Duration // no answer or progress for this long times out; 0: never
+	max    time.Duration // the longest the call may run; 0: no limit
+	slot   *slot
+	listen *mcp.Filter
+	onEnd  func(*call)
 }
 
-// newCall checks the request's progress token and makes its client side.
-func newCall(b *Bridge, s *session, req *jsonrpc.Message, caller Caller) (*Call, error) {
-	c := &Call{b: b, s: s, req: req, clientID: req.ID, method: req.Method, caller: caller, start: time.Now()}
-	c.box.init(b.opts.MaxNotes)
-	if req.Params != nil && req.Params[0] == '{' {
-		tok, found, err := jsonrpc.Lookup(req.Params, "_meta", "progressToken")
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-		}
-		if found {
-			v := req.Params[tok.Start:tok.End]
-			if v[0] != '"' && v[0] != '-' && (v[0] < '0' || v[0] > '9') {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "_meta.progressToken must be a string or an integer"}
-			}
-			c.token = bytes.Clone(v)
+// newCall makes a call on ch and arms it: the one place where a call is
+// tied to its client's ctx (for the gateway's own requests, a ctx with
+// their deadline) and given its timers. Whichever fires first aborts the
+// call; a call of the gateway's own is never cancelled toward the child
+// (see exchange.sentOrWanted).
+func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
+	c := &call{b: ch.b, ch: ch, req: spec.req, method: spec.method, params: spec.params, caller: spec.caller,
+		listen: spec.listen, start: time.Now(), idleFor: spec.idle, slot: spec.slot, onEnd: spec.onEnd}
+	n := 1
+	if spec.req != nil {
+		c.clientID, c.method, n = spec.req.ID, spec.req.Method, ch.b.opts.MaxNotes
+		if tok, ok := spec.req.Meta(mcp.MetaProgressToken); ok {
+			c.token = bytes.Clone(tok)
 		}
 	}
-	return c, nil
-}
-
-// internalCall is a request of the gateway's own, with no client behind it.
-func (s *session) internalCall(method string) *Call {
-	c := &Call{b: s.b, s: s, method: method, start: time.Now()}
-	c.box.init(1)
+	c.box.init(n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Armed under mu: a timer or ctx may fire before the fields are set.
+	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), reasonFor(ctx)) })
+	if spec.idle > 0 {
+		c.idle = time.AfterFunc(spec.idle, func() {
+			c.abort(errTimeout(fmt.Sprintf("no response or progress from the child for %v", spec.idle)), "timeout")
+		})
+	}
+	if spec.max > 0 {
+		c.maxDur = time.AfterFunc(spec.max, func() {
+			c.abort(errTimeout(fmt.Sprintf("the call ran past the gateway's %v limit", spec.max)), "timeout")
+		})
+	}
 	return c
 }
 
-func (c *Call) nextChildID() int64 { return c.b.nextID.Add(1) }
-
-// line is the request as the child gets it under exchange id: the gateway's
-// id, the gateway's progress token in place of the caller's, the _meta a
-// modern child needs for a legacy caller, and extra params members (a
-// retry's inputResponses). Every other byte is the client's.
-func (c *Call) line(id int64, extra []byte) []byte {
-	req := c.req
-	idSpan, _ := req.IDSpan()
-	edits := []jsonrpc.Edit{{Span: idSpan, New: jsonrpc.Int(id)}}
-	if ps, ok := req.ParamsSpan(); ok && c.token != nil {
-		tok, _, _ := jsonrpc.Lookup(req.Params, "_meta", "progressToken")
-		edits = append(edits, jsonrpc.Edit{
-			Span: jsonrpc.Span{Start: ps.Start + tok.Start, End: ps.Start + tok.End},
-			New:  jsonrpc.Int(id),
-		})
-	}
-	if !c.caller.Modern && c.s.eraNow() == EraModern {
-		edits = append(edits, c.s.modernMetaEdit(req, c.caller, extra)...)
-	} else if extra != nil {
-		edits = append(edits, paramsEdit(req, extra))
-	}
-	line := jsonrpc.Splice(req.Raw, edits...)
-	if bytes.ContainsAny(line, "\r\n") {
-		// Pretty-printed input: a stdio message must be one line. The body
-		// was parsed, so it is valid JSON and compacts.
-		var buf bytes.Buffer
-		_ = json.Compact(&buf, line)
-		line = buf.Bytes()
-	}
-	return line
-}
-
-// arm starts the call's timeouts and ties it to the caller's ctx. Armed
-// under mu, since a timer or ctx may fire before the fields are set.
-func (c *Call) arm(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), reasonFor(ctx)) })
-	if c.method == methodListen {
-		return // a listen lasts as long as its client wants it
-	}
-	c.idle = time.AfterFunc(c.b.opts.IdleTimeout, func() {
-		c.abort(errTimeout(fmt.Sprintf("no response or progress from the child for %v", c.b.opts.IdleTimeout)), "timeout")
-	})
-	c.maxDur = time.AfterFunc(c.b.opts.MaxDuration, func() {
-		c.abort(errTimeout(fmt.Sprintf("the call ran past the gateway's %v limit", c.b.opts.MaxDuration)), "timeout")
-	})
-}
-
-// release stops the timers and detaches the caller's ctx.
-func (c *Call) release() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.idle != nil {
-		c.idle.Stop()
-		c.maxDur.Stop()
-	}
-	if c.stopCtx != nil {
-		c.stopCtx()
-	}
-}
-
-func (c *Call) attach(ex *exchange) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ex = ex
-}
-
-func (c *Call) exchange() *exchange {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ex
-}
+func (c *call) internal() bool { return c.req == nil }
 
 func reasonFor(ctx context.Context) string {
 	cause := context.Cause(ctx)
@@ -198,72 +145,184 @@ func reasonFor(ctx context.Context) string {
 	return cause.Error()
 }
 
-func errTimeout(msg string) *jsonrpc.Error {
-	return jsonrpc.GatewayError(jsonrpc.CodeTimeout, "timeout", msg+"; the child was told to cancel")
+// answeredByGateway is a call the gateway answered itself: born ended.
+func answeredByGateway(req *mcp.Request, result []byte) *call {
+	c := &call{clientID: req.ID, method: req.Method, ended: true}
+	c.box.init(1)
+	c.box.finish(jsonrpc.NewResult(req.ID, result), nil)
+	return c
 }
 
-// abort ends the call without a response: the exchange is retired first (a
-// late answer is then dropped), then the child is told, unless it never got
-// the request. An empty reason means the child must not be told.
-func (c *Call) abort(err error, reason string) {
-	ex := c.exchange()
-	if ex != nil && !ex.retire(c) {
-		// The child's answer won the race and ends the call; or the
-		// exchange was parked (the call has its InputRequiredResult) or
-		// continued by a retry, and is no longer this call's to retire.
-		return
+// line is the request as the child gets it under exchange id: the
+// gateway's id, the gateway's progress token in place of the client's, the
+// _meta a modern child needs for a legacy client, and extra params members
+// (a retry's inputResponses). Every other byte is the client's.
+func (c *call) line(id int64, extra []byte) []byte {
+	if c.internal() {
+		return jsonrpc.NewRequest(id, c.method, c.params)
 	}
-	if !c.finish(nil, err) {
-		return
+	req := c.req
+	idSpan, _ := req.IDSpan()
+	edits := []jsonrpc.Edit{{Span: idSpan, New: jsonrpc.Int(id)}}
+	if sp, ok := req.MetaSpan(mcp.MetaProgressToken); ok {
+		edits = append(edits, jsonrpc.Edit{Span: sp, New: jsonrpc.Int(id)})
 	}
-	c.dropInputs()
-	if ex != nil {
-		ex.closeAsks("the call was cancelled")
-		ex.cancel(reason)
+	if !c.caller.Modern && c.ch.eraNow() == EraModern {
+		edits = append(edits, mcp.ModernRequest(req, mcp.Client{Capabilities: c.caller.Capabilities, Info: c.caller.ClientInfo, LogLevel: c.caller.LogLevel}, extra)...)
+	} else if extra != nil {
+		edits = append(edits, mcp.ParamsEdit(req.Message, extra))
 	}
+	line := jsonrpc.Splice(req.Raw, edits...)
+	if bytes.ContainsAny(line, "\r\n") {
+		// Pretty-printed input: a stdio message must be one line. The body
+		// was parsed, so it is valid JSON and compacts.
+		var buf bytes.Buffer
+		_ = json.Compact(&buf, line)
+		line = buf.Bytes()
+	}
+	return line
 }
 
-// finish delivers the end of the call to its owner, once, and reports
-// whether this was the end.
-func (c *Call) finish(resp []byte, err error) bool {
-	if !c.box.finish(resp, err) {
+// attach makes ex the call's exchange in flight, unless the call has
+// ended.
+func (c *call) attach(ex *exchange) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
 		return false
 	}
-	if c.s != nil {
-		c.s.log.Debug("call ended", "client_id", string(c.clientID), "method", c.method,
-			"dur", time.Since(c.start).Round(time.Microsecond), "err", err)
-	}
-	c.release()
-	c.mu.Lock()
-	onEnd, after := c.onEnd, c.after
-	c.after, c.ended = nil, true
-	c.mu.Unlock()
-	if onEnd != nil {
-		onEnd()
-	}
-	for _, f := range after {
-		f()
-	}
+	c.ex = ex
 	return true
 }
 
-// whenDone runs f once the call has ended, at once if it already has. A
-// call the gateway answered by itself (no session) is born ended.
-func (c *Call) whenDone(f func()) {
+// detach leaves the call between exchanges, unless it has ended.
+func (c *call) detach() bool {
 	c.mu.Lock()
-	if !c.ended && c.s != nil {
-		c.after = append(c.after, f)
-		c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return false
+	}
+	c.ex = nil
+	return true
+}
+
+func (c *call) isEnded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ended
+}
+
+// claim wins the right to end the call, for the one ending that comes
+// first: it stops the timers and detaches the client's ctx, and returns
+// the exchange in flight, which the winner must retire or has taken. It
+// reports false when another ending came first.
+func (c *call) claim() (*exchange, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return nil, false
+	}
+	c.ended = true
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	if c.maxDur != nil {
+		c.maxDur.Stop()
+	}
+	if c.stopCtx != nil {
+		c.stopCtx()
+	}
+	ex := c.ex
+	c.ex = nil
+	return ex, true
+}
+
+// deliver hands the end of the call to its owner and lets go of what the
+// call held. Only the ending that claimed the call calls it.
+func (c *call) deliver(resp []byte, err error) {
+	if !c.box.finish(resp, err) {
+		c.b.bug(fmt.Errorf("the call for client id %s (%s) ended twice; the second end (%v) is dropped", c.clientID, c.method, err))
 		return
 	}
+	if c.ch != nil {
+		c.ch.log.Debug("call ended", "client_id", string(c.clientID), "method", c.method,
+			"dur", time.Since(c.start).Round(time.Microsecond), "err", err)
+	}
+	c.mu.Lock()
+	s, onEnd := c.slot, c.onEnd
+	c.slot, c.onEnd = nil, nil
 	c.mu.Unlock()
-	f()
+	s.release()
+	if onEnd != nil {
+		onEnd(c)
+	}
+}
+
+// end claims the call and delivers resp or err; it reports false when
+// another ending came first. For endings that have taken the call's
+// exchange already (the answer, a failed child), or have none.
+func (c *call) end(resp []byte, err error) bool {
+	if _, ok := c.claim(); !ok {
+		return false
+	}
+	c.deliver(resp, err)
+	return true
+}
+
+// abort ends the call without the child's response: the client left,
+// timed out or cancelled, or the request could not be sent. The exchange in
+// flight is retired first, so that a late answer is dropped; then the
+// child is told with reason, unless reason is "" or the child never got
+// the request (or has answered already).
+func (c *call) abort(err error, reason string) {
+	ex, ok := c.claim()
+	if !ok {
+		return
+	}
+	if ex != nil && ex.ch.claim(ex) {
+		ex.setOwner(nil)
+		if ex.asked.Load() {
+			ex.ch.b.q.refuseAll(ex, "the call was cancelled")
+		}
+		ex.cancel(reason)
+	}
+	c.b.q.dropInputs(c)
+	c.deliver(nil, err)
+}
+
+// endError is why an ended call ended.
+func (c *call) endError() error {
+	_, _, _, err := c.box.peek()
+	return err
+}
+
+// give hands the call a slot to release when it ends; a call that has
+// ended releases it at once.
+func (c *call) give(s *slot) {
+	c.mu.Lock()
+	ended := c.ended
+	if !ended {
+		c.slot = s
+	}
+	c.mu.Unlock()
+	if ended {
+		s.release()
+	}
+}
+
+// takeSlot takes the call's slot away, for a parking to hold.
+func (c *call) takeSlot() *slot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.slot
+	c.slot = nil
+	return s
 }
 
 // progress relays a progress notification for the call's exchange, with
-// the caller's token restored, and restarts the idle timer: a call that
+// the client's token restored, and restarts the idle timer: a call that
 // reports progress is alive.
-func (c *Call) progress(m *jsonrpc.Message, tok jsonrpc.Span) {
+func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) {
 	if c.token == nil {
 		return
 	}
@@ -274,21 +333,21 @@ func (c *Call) progress(m *jsonrpc.Message, tok jsonrpc.Span) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.idle != nil {
-		c.idle.Reset(c.b.opts.IdleTimeout)
+	if c.idle != nil && !c.ended {
+		c.idle.Reset(c.idleFor)
 	}
 }
 
-// restore puts the caller's id back on the child's response, and translates
-// it when the child's era is not the caller's.
-func (c *Call) restore(ex *exchange, m *jsonrpc.Message) []byte {
+// restore puts the client's id back on the child's response, and
+// translates it when the child's era is not the client's.
+func (c *call) restore(ex *exchange, m *jsonrpc.Message) []byte {
 	if c.clientID == nil {
 		return m.Raw
 	}
 	idSpan, _ := m.IDSpan()
 	edits := []jsonrpc.Edit{{Span: idSpan, New: c.clientID}}
-	if c.caller.Modern && c.s.eraNow() == EraLegacy {
-		edits = append(edits, modernEdits(ex.method, m)...)
+	if c.caller.Modern && c.ch.eraNow() == EraLegacy {
+		edits = append(edits, mcp.ModernResponse(ex.method, m)...)
 	}
 	if len(edits) == 1 {
 		// The child's line is the gateway's own and used no more: a large
@@ -300,17 +359,12 @@ func (c *Call) restore(ex *exchange, m *jsonrpc.Message) []byte {
 	return jsonrpc.Splice(m.Raw, edits...)
 }
 
-// Streams reports whether the caller asked for notifications (progress or
-// log messages) before the response.
-func (c *Call) Streams() bool {
-	return c.token != nil || c.caller.LogLevel != "" || c.method == methodListen
+func (c *call) Streams() bool {
+	return c.token != nil || c.caller.LogLevel != "" || c.method == mcp.MethodListen
 }
 
-// Cancel ends the call on the client's behalf (a legacy client's own
-// notifications/cancelled): the child is told, with reason, and the caller
-// gets an error it will not wait for.
-func (c *Call) Cancel(reason string) {
-	if c.s == nil {
+func (c *call) Cancel(reason string) {
+	if c.ch == nil {
 		return // answered by the gateway; nothing to cancel
 	}
 	if reason == "" {
@@ -319,41 +373,25 @@ func (c *Call) Cancel(reason string) {
 	c.abort(jsonrpc.GatewayError(jsonrpc.CodeCancelled, "cancelled", "the client cancelled the call"), reason)
 }
 
-// ErrorCode is the code of the child's error response, once Take has
-// reported done with one; 0 otherwise.
-func (c *Call) ErrorCode() int {
+func (c *call) ErrorCode() int {
 	c.box.mu.Lock()
 	defer c.box.mu.Unlock()
 	return c.box.code
 }
 
-// Wake is signalled whenever Take has something new.
-func (c *Call) Wake() <-chan struct{} { return c.box.wake }
+func (c *call) Wake() <-chan struct{} { return c.box.wake }
 
-// Take returns the messages for the client queued since the last Take, in
-// order (notifications, and requests a legacy client is asked to answer),
-// and, once the call has ended, its response or error with done set. The
-// response carries the caller's id. err is a *jsonrpc.Error made by the
-// gateway, or the caller's context error.
-func (c *Call) Take() (notes [][]byte, resp []byte, err error, done bool) {
+func (c *call) Take() (notes [][]byte, resp []byte, done bool, err error) {
 	return c.box.take()
 }
 
-// Wait blocks until the call ends and returns its response, dropping any
+// wait blocks until the call ends and returns its response, dropping any
 // notifications.
-func (c *Call) Wait() ([]byte, error) {
+func (c *call) wait() ([]byte, error) {
 	for {
 		<-c.Wake()
-		if _, resp, err, done := c.Take(); done {
+		if _, resp, done, err := c.Take(); done {
 			return resp, err
 		}
 	}
-}
-
-// answered is a call the gateway answered itself.
-func answered(req *jsonrpc.Message, result []byte) *Call {
-	c := &Call{clientID: req.ID, method: req.Method}
-	c.box.init(1)
-	c.box.finish(jsonrpc.NewResult(req.ID, result), nil)
-	return c
 }

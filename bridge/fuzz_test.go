@@ -2,11 +2,13 @@ package bridge
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strconv"
 	"testing"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // FuzzRewrite checks the id and progress-token rewriting of any request a
@@ -23,18 +25,20 @@ func FuzzRewrite(f *testing.F) {
 		if gw <= 0 {
 			return
 		}
-		req, err := jsonrpc.Parse(raw)
-		if err != nil || req.Kind != jsonrpc.KindRequest {
+		msg, err := jsonrpc.Parse(raw)
+		if err != nil || msg.Kind != jsonrpc.KindRequest {
 			return
 		}
-		b := &Bridge{opts: Options{}}
-		b.opts.defaults()
-		s := &session{b: b}
-		s.setEra(EraLegacy)
-		c, err := newCall(b, s, req, Caller{})
+		req, err := mcp.Read(msg)
 		if err != nil {
-			return // a progress token that is neither string nor integer
+			return // ambiguous, or a progress token that is neither string nor number
 		}
+		b := &Bridge{q: newQuestions()}
+		b.opts.defaults()
+		b.log = b.opts.Logger
+		ch := newChild(&worker{b: b, log: b.log}, nil)
+		ch.setEra(EraLegacy)
+		c := ch.newCall(context.Background(), callSpec{req: req})
 		line := c.line(gw, nil)
 		if bytes.ContainsAny(line, "\r\n") {
 			t.Fatalf("the child's line has a line break: %q", line)

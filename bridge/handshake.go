@@ -2,57 +2,40 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
-
-// ModernVersion is the stateless protocol revision.
-const ModernVersion = "2026-07-28"
-
-// legacyVersions are the initialize-based revisions the gateway speaks,
-// newest first.
-var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-const (
-	codeUnsupportedVersion = -32022
-	codeMissingCapability  = -32021
-)
-
-// relayedCapabilities are the client capabilities the gateway declares to
-// a legacy child.
-const relayedCapabilities = `{"sampling":{},"elicitation":{},"roots":{}}`
 
 // errExitedOnProbe: the child exited while probed with server/discover,
 // which some legacy servers do with any request before initialize.
 var errExitedOnProbe = errors.New("the child exited when probed with server/discover")
 
-// handshake settles the child's era and, for a legacy child, initializes it.
-// Nothing else is sent to the child before it returns. With auto, a verdict
-// of legacy from an earlier child of this configuration is reused: probing
-// again would cost a legacy server the probe's wait, or its life.
-func (s *session) handshake(ctx context.Context) error {
-	era := s.b.opts.Era
-	if era == EraAuto && s.b.verdict() == EraLegacy {
+// handshake settles the child's era and, for a legacy child, initializes
+// it. Nothing else is sent to the child before it returns. With auto, a
+// verdict of legacy from an earlier child of this configuration is reused:
+// probing again would cost a legacy server the probe's wait, or its life.
+func (ch *child) handshake(ctx context.Context) error {
+	era := ch.b.opts.Era
+	if era == EraAuto && ch.w.eraVerdict() == EraLegacy {
 		era = EraLegacy
 	}
 	switch era {
 	case EraModern:
-		s.setEra(EraModern)
+		ch.setEra(EraModern)
 		return nil
 	case EraLegacy:
-		init, err := s.startInitialize(ctx)
+		init, err := ch.startInitialize(ctx)
 		if err != nil {
 			return err
 		}
-		raw, err := init.Wait()
-		return s.finishInitialize(ctx, raw, err)
+		raw, err := init.wait()
+		return ch.finishInitialize(ctx, raw, err)
 	}
-	return s.probe(ctx)
+	return ch.probe(ctx)
 }
 
 // probe follows the spec's stdio backward-compatibility rule: it asks
@@ -60,15 +43,14 @@ func (s *session) handshake(ctx context.Context) error {
 // modern, any other error means legacy (never keyed to one error code).
 // With no answer in ProbeTimeout it tries initialize, but the probe stays
 // open: a slow modern child whose DiscoverResult comes late still wins.
-func (s *session) probe(ctx context.Context) error {
-	params, _ := json.Marshal(map[string]any{"_meta": s.b.modernMeta()})
-	disc, err := s.startInternal(ctx, "server/discover", params, 0)
+func (ch *child) probe(ctx context.Context) error {
+	disc, err := ch.startInternal(ctx, mcp.MethodDiscover, mcp.ModernParams(ch.b.clientID, nil), 0)
 	if err != nil {
 		return fmt.Errorf("probe the child with server/discover: %w", err)
 	}
-	timer := time.NewTimer(s.b.opts.ProbeTimeout)
+	timer := time.NewTimer(ch.b.opts.ProbeTimeout)
 	defer timer.Stop()
-	var init *Call
+	var init *call
 	timeout, discWake, initWake := timer.C, disc.Wake(), (<-chan struct{})(nil)
 	var refused error           // initialize was refused while the probe was still open
 	var giveUp <-chan time.Time // how long a refused initialize waits for the probe's answer
@@ -78,7 +60,7 @@ func (s *session) probe(ctx context.Context) error {
 			return nil
 		}
 		var err error
-		init, err = s.startInitialize(ctx)
+		init, err = ch.startInitialize(ctx)
 		if err == nil {
 			initWake = init.Wake()
 		}
@@ -89,18 +71,18 @@ func (s *session) probe(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timeout:
-			s.log.Info("no answer to server/discover yet; trying initialize (a late DiscoverResult still counts)", "waited", s.b.opts.ProbeTimeout)
+			ch.log.Info("no answer to server/discover yet; trying initialize (a late DiscoverResult still counts)", "waited", ch.b.opts.ProbeTimeout)
 			if err := tryInitialize(); err != nil {
 				return err
 			}
 		case <-discWake:
-			_, raw, err, done := disc.Take()
+			_, raw, done, err := disc.Take()
 			if !done {
 				continue
 			}
 			discWake = nil
 			if err != nil {
-				if s.endErr() != nil && init == nil {
+				if ch.endErr() != nil && init == nil {
 					return errExitedOnProbe
 				}
 				return err
@@ -109,18 +91,18 @@ func (s *session) probe(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("the child's answer to server/discover: %w", err)
 			}
-			if s.isModernAnswer(m) {
-				return s.modern(init)
+			if ch.isModernAnswer(m) {
+				return ch.modern(init)
 			}
 			if refused != nil {
 				return refused
 			}
-			s.log.Info("child refused server/discover; treating it as legacy", "error", head(m.Error))
+			ch.log.Info("child refused server/discover; treating it as legacy", "error", head(m.Error))
 			if err := tryInitialize(); err != nil {
 				return err
 			}
 		case <-initWake:
-			_, raw, err, done := init.Take()
+			_, raw, done, err := init.Take()
 			if !done {
 				continue
 			}
@@ -128,66 +110,63 @@ func (s *session) probe(ctx context.Context) error {
 			if discWake != nil {
 				// Both answers may have come together; the select picks
 				// either, and a DiscoverResult wins.
-				if _, draw, derr, ddone := disc.Take(); ddone && derr == nil {
-					if m, perr := jsonrpc.Parse(draw); perr == nil && s.isModernAnswer(m) {
-						return s.modern(nil)
+				if _, draw, ddone, derr := disc.Take(); ddone && derr == nil {
+					if m, perr := jsonrpc.Parse(draw); perr == nil && ch.isModernAnswer(m) {
+						return ch.modern(nil)
 					}
 				}
 				if resp, perr := jsonrpc.Parse(raw); err == nil && perr == nil && resp.Error != nil {
 					// A child that refuses initialize may be a slow modern
 					// one: its answer to the probe still counts.
-					refused = s.finishInitialize(ctx, raw, err)
-					giveUp = time.After(s.b.opts.HandshakeTimeout)
-					s.log.Info("child refused initialize; waiting for its answer to server/discover", "error", head(resp.Error))
+					refused = ch.finishInitialize(ctx, raw, err)
+					giveUp = time.After(ch.b.opts.HandshakeTimeout)
+					ch.log.Info("child refused initialize; waiting for its answer to server/discover", "error", head(resp.Error))
 					continue
 				}
-				s.retire(disc) // a DiscoverResult after this is too late
+				disc.abort(errRetired, "") // a DiscoverResult after this is too late
 			}
-			return s.finishInitialize(ctx, raw, err)
+			return ch.finishInitialize(ctx, raw, err)
 		case <-giveUp:
-			s.retire(disc)
+			disc.abort(errRetired, "")
 			return refused
 		}
 	}
 }
 
+// errRetired ends a request of the gateway's own whose answer it no longer
+// needs; the answer, if it ever comes, is dropped.
+var errRetired = errors.New("retired: the answer is no longer needed")
+
 // modern concludes the probe: the child is modern. An initialize still
 // waiting is retired, never cancelled (the spec forbids cancelling it).
-func (s *session) modern(init *Call) error {
+func (ch *child) modern(init *call) error {
 	if init != nil {
-		s.retire(init)
+		init.abort(errRetired, "")
 	}
-	s.setEra(EraModern)
-	s.b.setVerdict(EraModern)
+	ch.setEra(EraModern)
+	ch.w.setVerdict(EraModern)
 	return nil
 }
 
 // isModernAnswer reads the answer to server/discover: a result, or a modern
 // error asking for another modern revision, means a modern child.
-func (s *session) isModernAnswer(m *jsonrpc.Message) bool {
+func (ch *child) isModernAnswer(m *jsonrpc.Message) bool {
 	if m.Result != nil {
-		s.discoverResult = append([]byte(nil), m.Result...)
+		ch.discoverResult = append([]byte(nil), m.Result...)
 		return true
 	}
-	if code, ok := errorCode(m.Error); ok && code == codeUnsupportedVersion {
-		s.log.Warn("child is modern but does not support "+ModernVersion, "error", head(m.Error))
+	if code, ok := mcp.ErrorCode(m.Error); ok && code == mcp.CodeUnsupportedVersion {
+		ch.log.Warn("child is modern but does not support "+mcp.Modern, "error", head(m.Error))
 		return true
 	}
 	return false
 }
 
-// startInitialize sends the legacy handshake's initialize. The gateway
-// declares the client capabilities it can serve by relaying the child's
-// requests to the client of the call in flight (see question): sampling,
-// elicitation and roots, with no list-change notifications. A request no
-// client can answer is refused at once.
-func (s *session) startInitialize(ctx context.Context) (*Call, error) {
-	params, _ := json.Marshal(map[string]any{
-		"protocolVersion": legacyVersions[0],
-		"capabilities":    json.RawMessage(relayedCapabilities),
-		"clientInfo":      s.b.clientInfo(),
-	})
-	c, err := s.startInternal(ctx, "initialize", params, s.b.opts.HandshakeTimeout)
+// startInitialize sends the legacy handshake's initialize, declaring the
+// client capabilities the gateway can serve by relaying the child's
+// requests to the client of the call in flight (see question).
+func (ch *child) startInitialize(ctx context.Context) (*call, error) {
+	c, err := ch.startInternal(ctx, mcp.MethodInitialize, mcp.InitializeParams(ch.b.clientID), ch.b.opts.HandshakeTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("initialize the child: %w", err)
 	}
@@ -196,7 +175,7 @@ func (s *session) startInitialize(ctx context.Context) (*Call, error) {
 
 // finishInitialize checks the InitializeResult and completes the legacy
 // handshake with notifications/initialized, once per child process.
-func (s *session) finishInitialize(ctx context.Context, raw []byte, err error) error {
+func (ch *child) finishInitialize(ctx context.Context, raw []byte, err error) error {
 	if err != nil {
 		return fmt.Errorf("initialize the child: %w", err)
 	}
@@ -205,101 +184,70 @@ func (s *session) finishInitialize(ctx context.Context, raw []byte, err error) e
 		return fmt.Errorf("the child's answer to initialize: %w", err)
 	}
 	if resp.Error != nil {
-		s.b.setVerdict("") // perhaps not legacy after all: the next child is probed
+		ch.w.setVerdict("") // perhaps not legacy after all: the next child is probed
 		return fmt.Errorf("the child refused initialize: %s", head(resp.Error))
 	}
-	var res struct {
-		ProtocolVersion string `json:"protocolVersion"`
-		Capabilities    struct {
-			Logging json.RawMessage `json:"logging"`
-		} `json:"capabilities"`
-		ServerInfo struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		} `json:"serverInfo"`
+	if len(resp.Result) == 0 || resp.Result[0] != '{' {
+		return fmt.Errorf("the child's InitializeResult is not an object: %s", head(resp.Result))
 	}
-	if err := json.Unmarshal(resp.Result, &res); err != nil {
-		return fmt.Errorf("the child's InitializeResult: %w", err)
-	}
-	if !slices.Contains(legacyVersions, res.ProtocolVersion) {
+	init := mcp.ReadInitialize(resp.Result)
+	if !mcp.IsLegacy(init.ProtocolVersion) {
 		// The lifecycle spec says a client that does not speak the version
 		// the server chose should disconnect.
-		return fmt.Errorf("the child chose protocol version %q, which the gateway does not speak", res.ProtocolVersion)
+		return fmt.Errorf("the child chose protocol version %q, which the gateway does not speak", init.ProtocolVersion)
 	}
-	if err := s.t.WriteMessage(ctx, jsonrpc.NewNotification("notifications/initialized", nil)); err != nil {
+	if err := ch.t.WriteMessage(ctx, jsonrpc.NewNotification(mcp.NoteInitialized, nil)); err != nil {
 		return fmt.Errorf("send notifications/initialized: %w", err)
 	}
-	s.setEra(EraLegacy)
-	s.initResult = append([]byte(nil), resp.Result...)
-	s.logs = res.Capabilities.Logging != nil
-	if s.b.opts.Era == EraAuto {
-		s.b.setVerdict(EraLegacy)
+	ch.setEra(EraLegacy)
+	ch.initResult = append([]byte(nil), resp.Result...)
+	ch.logs = init.Logging
+	if ch.b.opts.Era == EraAuto {
+		ch.w.setVerdict(EraLegacy)
 	}
-	s.log.Info("child initialized", "protocol_version", res.ProtocolVersion,
-		"server", res.ServerInfo.Name, "server_version", res.ServerInfo.Version)
+	ch.log.Info("child initialized", "protocol_version", init.ProtocolVersion,
+		"server", init.ServerName, "server_version", init.ServerVersion)
 	return nil
 }
 
 // startInternal sends a request of the gateway's own, which ends by itself
 // after timeout (0: only when ctx does). It is never cancelled toward the
 // child.
-func (s *session) startInternal(ctx context.Context, method string, params []byte, timeout time.Duration) (*Call, error) {
+func (ch *child) startInternal(ctx context.Context, method string, params []byte, timeout time.Duration) (*call, error) {
+	// The deadline bounds the write too: a wedged child may not read.
 	cancel := context.CancelFunc(func() {})
 	if timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
-	c := s.internalCall(method)
-	c.mu.Lock()
-	c.onEnd = cancel
-	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), "") })
-	c.mu.Unlock()
-	if err := s.start(ctx, c, method, params, true); err != nil {
-		cancel()
+	c := ch.newCall(ctx, callSpec{method: method, params: params, onEnd: func(*call) { cancel() }})
+	if err := ch.start(ctx, c, nil); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// internal makes a request of the gateway's own and waits for its response,
-// at most timeout.
-func (s *session) internal(ctx context.Context, method string, params []byte, timeout time.Duration) (*jsonrpc.Message, error) {
-	c, err := s.startInternal(ctx, method, params, timeout)
+// internal makes a request of the gateway's own and waits for its
+// response, at most timeout.
+func (ch *child) internal(ctx context.Context, method string, params []byte, timeout time.Duration) (*jsonrpc.Message, error) {
+	c, err := ch.startInternal(ctx, method, params, timeout)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := c.Wait()
+	raw, err := c.wait()
 	if err != nil {
 		return nil, err
 	}
 	return jsonrpc.Parse(raw)
 }
 
-// retire ends an internal call without telling the child: its answer, if
-// it ever comes, is dropped.
-func (s *session) retire(c *Call) {
-	if ex := c.exchange(); ex != nil && s.claim(ex) {
-		c.finish(nil, errors.New("retired"))
+// answerInitialize answers a legacy client's initialize from what the
+// gateway learned of the child: the child is shared and already
+// initialized, so the request is never forwarded.
+func (ch *child) answerInitialize(req *mcp.Request) *call {
+	asked, _ := req.String(mcp.ParamProtocolVersion) // a missing or odd version gets the latest
+	if ch.initResult != nil {
+		return answeredByGateway(req, mcp.InitializeResult(ch.initResult, asked))
 	}
-}
-
-func (b *Bridge) clientInfo() map[string]string {
-	return map[string]string{"name": b.opts.ClientName, "version": b.opts.ClientVersion}
-}
-
-func (b *Bridge) modernMeta() map[string]any {
-	return map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    ModernVersion,
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
-		"io.modelcontextprotocol/clientInfo":         b.clientInfo(),
-	}
-}
-
-func errorCode(errObj []byte) (int, bool) {
-	var e struct {
-		Code *int `json:"code"`
-	}
-	if json.Unmarshal(errObj, &e) != nil || e.Code == nil {
-		return 0, false
-	}
-	return *e.Code, true
+	// A modern child: the same facts come from its DiscoverResult.
+	return answeredByGateway(req, mcp.InitializeFromDiscover(ch.discoverResult, asked, ch.b.clientID))
 }

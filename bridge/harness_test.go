@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 	"go.uber.org/goleak"
 )
 
@@ -203,7 +204,7 @@ type world struct {
 
 func newWorld(t *testing.T, opts Options, auto autoReply) *world {
 	w := &world{t: t, children: make(chan *fakeChild, 8), auto: auto}
-	w.b = New(w.start, opts)
+	w.b = New(w.start, strict(t, opts))
 	t.Cleanup(func() {
 		w.b.Close(context.Background())
 		for {
@@ -245,21 +246,45 @@ func (w *world) child() *fakeChild {
 	}
 }
 
-func request(t *testing.T, s string) *jsonrpc.Message {
+// request reads a client's request as the HTTP side does.
+func request(t *testing.T, s string) *mcp.Request {
 	t.Helper()
 	m, err := jsonrpc.Parse([]byte(s))
 	if err != nil {
 		t.Fatalf("Parse(%s): %v", s, err)
 	}
-	return m
+	r, err := mcp.Read(m)
+	if err != nil {
+		t.Fatalf("Read(%s): %v", s, err)
+	}
+	return r
 }
+
+// callOn is b.Call with the bridge's own call, for tests that look inside.
+func callOn(b *Bridge, ctx context.Context, req *mcp.Request, caller Caller) (*call, error) {
+	c, err := b.Call(ctx, req, caller)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*call), nil
+}
+
+// currentChild is the first worker's child.
+func (w *world) currentChild() *child { return w.b.workers[0].current() }
 
 func legacy() Options { return Options{Era: EraLegacy} }
 
+// strict makes a broken invariant of the bridge (a call ended twice, say)
+// fail the test.
+func strict(t testing.TB, opts Options) Options {
+	opts.OnInternalError = func(err error) { t.Errorf("the bridge broke an invariant: %v", err) }
+	return opts
+}
+
 // call starts a call and fails the test if it cannot.
-func (w *world) call(ctx context.Context, s string) *Call {
+func (w *world) call(ctx context.Context, s string) *call {
 	w.t.Helper()
-	c, err := w.b.Call(ctx, request(w.t, s), Caller{})
+	c, err := callOn(w.b, ctx, request(w.t, s), Caller{})
 	if err != nil {
 		w.t.Fatalf("Call(%s): %v", s, err)
 	}

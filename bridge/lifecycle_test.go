@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 func gatewayCode(t *testing.T, err error) int {
@@ -41,7 +42,7 @@ func TestTimeouts(t *testing.T) {
 		start := time.Now()
 		c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 		req := child.expect("tools/call")
-		_, err := c.Wait()
+		_, err := c.wait()
 		if code := gatewayCode(t, err); code != jsonrpc.CodeTimeout {
 			t.Fatalf("idle call ended with code %d, want %d", code, jsonrpc.CodeTimeout)
 		}
@@ -62,13 +63,13 @@ func TestTimeouts(t *testing.T) {
 			defer close(progressDone)
 			for i := 1; ; i++ {
 				time.Sleep(50 * time.Second)
-				if _, _, _, ended := c.box.peek(); ended {
+				if _, _, ended, _ := c.box.peek(); ended {
 					return
 				}
 				child.send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d}}`, req.ID, i)
 			}
 		}()
-		_, err = c.Wait()
+		_, err = c.wait()
 		if code := gatewayCode(t, err); code != jsonrpc.CodeTimeout || !strings.Contains(err.Error(), "limit") {
 			t.Fatalf("capped call ended with %v, want the maximum-duration timeout", err)
 		}
@@ -92,7 +93,7 @@ func TestChildRequestsAreAnswered(t *testing.T) {
 	}
 	child.send(`{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage","params":{}}`)
 	m := child.next()
-	if code, _ := errorCode(m.Error); m.Kind != jsonrpc.KindResponse || string(m.ID) != `9` || code != jsonrpc.CodeMethodNotFound {
+	if code, _ := mcp.ErrorCode(m.Error); m.Kind != jsonrpc.KindResponse || string(m.ID) != `9` || code != jsonrpc.CodeMethodNotFound {
 		t.Errorf("answer to sampling/createMessage = %s", m.Raw)
 	}
 }
@@ -105,7 +106,7 @@ func TestChildExitFailsPendingAndRestarts(t *testing.T) {
 	opts.RestartMin = time.Millisecond
 	w := newWorld(t, opts, autoReply{initialize: true})
 	child := w.child()
-	calls := []*Call{
+	calls := []*call{
 		w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`),
 		w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`),
 	}
@@ -113,7 +114,7 @@ func TestChildExitFailsPendingAndRestarts(t *testing.T) {
 	child.expect("tools/call")
 	child.exit()
 	for _, c := range calls {
-		_, err := c.Wait()
+		_, err := c.wait()
 		if code := gatewayCode(t, err); code != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "exited") {
 			t.Errorf("pending call ended with %v, want child-unavailable saying it exited", err)
 		}
@@ -135,7 +136,7 @@ func TestChildExitFailsPendingAndRestarts(t *testing.T) {
 		t.Errorf("id after the restart = %d, not above the earlier %d", id, firstID)
 	}
 	second.send(`{"jsonrpc":"2.0","id":%d,"result":{}}`, id)
-	if _, err := c.Wait(); err != nil {
+	if _, err := c.wait(); err != nil {
 		t.Fatal(err)
 	}
 	if st := w.b.Stats(); st.Restarts != 1 {
@@ -179,7 +180,7 @@ func TestHandshakeByEra(t *testing.T) {
 						Capabilities    json.RawMessage `json:"capabilities"`
 					}
 					json.Unmarshal(m.Params, &p)
-					if p.ProtocolVersion != "2025-11-25" || string(p.Capabilities) != relayedCapabilities {
+					if p.ProtocolVersion != "2025-11-25" || string(p.Capabilities) != mcp.RelayedCapabilities {
 						t.Errorf("initialize params = %s, want 2025-11-25 and the relayed client capabilities", m.Params)
 					}
 				}
@@ -187,12 +188,10 @@ func TestHandshakeByEra(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 				t.Errorf("child saw %q before the call, want %q", got, tt.want)
 			}
-			if _, err := c.Wait(); err != nil {
+			if _, err := c.wait(); err != nil {
 				t.Fatal(err)
 			}
-			w.b.mu.Lock()
-			era := w.b.sess.eraNow()
-			w.b.mu.Unlock()
+			era := w.currentChild().eraNow()
 			if era != tt.wantEra {
 				t.Errorf("era = %s, want %s", era, tt.wantEra)
 			}
@@ -227,7 +226,7 @@ func TestInitializeIsAnsweredByTheGateway(t *testing.T) {
 			w := newWorld(t, Options{Era: tt.era}, tt.auto)
 			child := w.child()
 			c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"`+tt.version+`","capabilities":{},"clientInfo":{"name":"c","version":"0"}}}`)
-			resp, err := c.Wait()
+			resp, err := c.wait()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +248,7 @@ func TestInitializeIsAnsweredByTheGateway(t *testing.T) {
 				t.Fatalf("child got %s, want tools/list", m2.Raw)
 			}
 			child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m2.ID)
-			c2.Wait()
+			c2.wait()
 		})
 	}
 }
@@ -265,14 +264,14 @@ func TestOversizedResponseFailsItsCall(t *testing.T) {
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"big","method":"tools/call"}`)
 	m := child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"text":"%s"}}`, m.ID, strings.Repeat("x", 5000))
-	_, err := c.Wait()
+	_, err := c.wait()
 	if code := gatewayCode(t, err); code != jsonrpc.CodeTooLarge || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("Wait = %v, want the too-large error", err)
 	}
 	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	m2 := child.expect("tools/list")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m2.ID)
-	if _, err := c2.Wait(); err != nil {
+	if _, err := c2.wait(); err != nil {
 		t.Fatalf("the next call failed: %v", err)
 	}
 }
@@ -289,7 +288,7 @@ func TestCloseCancelsInFlightCalls(t *testing.T) {
 		w.b.Close(context.Background())
 		close(closed)
 	}()
-	_, err := c.Wait()
+	_, err := c.wait()
 	if code := gatewayCode(t, err); code != jsonrpc.CodeShutdown {
 		t.Errorf("in-flight call ended with %v, want the shutdown error", err)
 	}
@@ -301,7 +300,7 @@ func TestCloseCancelsInFlightCalls(t *testing.T) {
 	if _, ok := <-child.got; ok {
 		t.Error("the child's input is still open after Close")
 	}
-	if _, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`), Caller{}); gatewayCode(t, err) != jsonrpc.CodeShutdown {
+	if _, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`), Caller{}); gatewayCode(t, err) != jsonrpc.CodeShutdown {
 		t.Errorf("Call after Close = %v, want the shutdown error", err)
 	}
 	if w.b.Ready() {
@@ -322,29 +321,13 @@ func TestClientNotifications(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		"{\n \"jsonrpc\": \"2.0\",\n \"method\": \"notifications/custom\", \"params\": {\"a\": 1}\n}",
 	} {
-		if err := w.b.Notify(context.Background(), request(t, n)); err != nil {
+		if err := w.b.Notify(context.Background(), request(t, n).Message); err != nil {
 			t.Errorf("Notify(%s) = %v", n, err)
 		}
 	}
 	m := child.next()
 	if m.Method != "notifications/custom" || string(m.Raw) != `{"jsonrpc":"2.0","method":"notifications/custom","params":{"a":1}}` {
 		t.Errorf("child got %s first, want the compacted custom notification", m.Raw)
-	}
-}
-
-func TestBadProgressTokenIsRefused(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, legacy(), autoReply{initialize: true})
-	w.child()
-	for _, tok := range []string{`{}`, `true`, `null`, `[1]`} {
-		_, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":`+tok+`}}}`), Caller{})
-		var e *jsonrpc.Error
-		if !errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidParams {
-			t.Errorf("progressToken %s: Call = %v, want invalid params", tok, err)
-		}
-	}
-	if p := w.b.Stats().Pending; p != 0 {
-		t.Errorf("pending = %d, want 0", p)
 	}
 }
 
@@ -364,10 +347,10 @@ func TestChildOutputOddities(t *testing.T) {
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"n":1`, ra.ID) // cut short
 	child.send(`[{"jsonrpc":"2.0","id":%s,"result":{"n":"a"}},{"jsonrpc":"2.0","id":%s,"result":{"n":"b"}}]`, ra.ID, rb.ID)
 	for _, tc := range []struct {
-		c    *Call
+		c    *call
 		want string
 	}{{a, `{"jsonrpc":"2.0","id":"a","result":{"n":"a"}}`}, {b, `{"jsonrpc":"2.0","id":"b","result":{"n":"b"}}`}} {
-		resp, err := tc.c.Wait()
+		resp, err := tc.c.wait()
 		if err != nil || string(resp) != tc.want {
 			t.Errorf("got %s, %v; want %s", resp, err, tc.want)
 		}
@@ -399,9 +382,7 @@ func TestAutoEraSurvivesHardChildren(t *testing.T) {
 		if m := <-second.got; m.Method != "initialize" {
 			t.Errorf("the restarted child got %s first, want initialize (no second probe)", m.Raw)
 		}
-		w.b.mu.Lock()
-		era := w.b.sess.eraNow()
-		w.b.mu.Unlock()
+		era := w.currentChild().eraNow()
 		if era != EraLegacy {
 			t.Errorf("era = %s, want legacy", era)
 		}
@@ -419,9 +400,7 @@ func TestAutoEraSurvivesHardChildren(t *testing.T) {
 		for range 2 {
 			got = append(got, (<-child.got).Method)
 		}
-		w.b.mu.Lock()
-		era := w.b.sess.eraNow()
-		w.b.mu.Unlock()
+		era := w.currentChild().eraNow()
 		if era != EraModern || strings.Join(got, ",") != "server/discover,initialize" {
 			t.Errorf("era = %s after %q; want modern", era, got)
 		}
@@ -432,6 +411,6 @@ func TestAutoEraSurvivesHardChildren(t *testing.T) {
 		} else {
 			child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
 		}
-		c.Wait()
+		c.wait()
 	})
 }

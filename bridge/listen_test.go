@@ -11,9 +11,9 @@ import (
 
 var listenCaller = Caller{Modern: true, Capabilities: json.RawMessage(`{}`), CanStream: true}
 
-func listen(t *testing.T, w *world, ctx context.Context, id, filter string) *Call {
+func listen(t *testing.T, w *world, ctx context.Context, id, filter string) *call {
 	t.Helper()
-	c, err := w.b.Call(ctx, request(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"subscriptions/listen","params":{"notifications":`+filter+`}}`), listenCaller)
+	c, err := callOn(w.b, ctx, request(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"subscriptions/listen","params":{"notifications":`+filter+`}}`), listenCaller)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestListenOnALegacyChild(t *testing.T) {
 	child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 	child.send(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///x"}}`)
 	for _, tc := range []struct {
-		c  *Call
+		c  *call
 		id string
 	}{{a, `"a"`}, {b, `7`}} {
 		got := nextNote(t, tc.c)
@@ -64,11 +64,11 @@ func TestListenOnALegacyChild(t *testing.T) {
 	}
 	// The first listener leaves: the child stays subscribed for the second.
 	leaveA()
-	if _, err := a.Wait(); err == nil {
+	if _, err := a.wait(); err == nil {
 		t.Error("a listen whose client left ended without an error")
 	}
 	b.Cancel("")
-	b.Wait()
+	b.wait()
 	if unsub := child.expect("resources/unsubscribe"); string(unsub.Params) != `{"uri":"file:///x"}` {
 		t.Errorf("unsubscribe params %s", unsub.Params)
 	}
@@ -94,7 +94,7 @@ func TestListenOnAModernChild(t *testing.T) {
 		}
 	}
 	leave()
-	a.Wait()
+	a.wait()
 	if n := child.expect("notifications/cancelled"); !contains(n.Params, `"requestId":`+string(req.ID)) {
 		t.Errorf("cancellation = %s", n.Params)
 	}
@@ -102,9 +102,9 @@ func TestListenOnAModernChild(t *testing.T) {
 	b := listen(t, w, context.Background(), `2`, `{"promptsListChanged":true}`)
 	req = child.expect("subscriptions/listen")
 	child.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"shutting down"}}`, req.ID)
-	resp, err := b.Wait()
+	resp, err := b.wait()
 	m, _ := jsonrpc.Parse(resp)
-	if err != nil || string(m.ID) != "2" || string(m.Result) != `{"_meta":{"io.modelcontextprotocol/subscriptionId":2},"resultType":"complete"}` {
+	if err != nil || string(m.ID) != "2" || string(m.Result) != `{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":2}}` {
 		t.Errorf("a listen the child ended: %s, %v", resp, err)
 	}
 }
@@ -125,13 +125,14 @@ func TestListenerThatFallsBehindIsEnded(t *testing.T) {
 			t.Fatalf("notification %d: the listener that keeps up got %s", i, got.Raw)
 		}
 	}
-	_, err := slow.Wait()
+	_, err := slow.wait()
 	if gatewayCode(t, err) != jsonrpc.CodeOverloaded || !strings.Contains(err.Error(), "behind") {
 		t.Errorf("the slow listener ended with %v, want -32003 saying it fell behind", err)
 	}
-	w.b.mu.Lock()
-	n := len(w.b.sess.listeners)
-	w.b.mu.Unlock()
+	ch := w.currentChild()
+	ch.mu.Lock()
+	n := len(ch.listeners)
+	ch.mu.Unlock()
 	if n != 1 {
 		t.Errorf("%d listeners left, want only the one that keeps up", n)
 	}
@@ -154,7 +155,7 @@ func TestListensEndWhenTheChildExits(t *testing.T) {
 				child.expect("subscriptions/listen")
 			}
 			child.exit()
-			_, err := l.Wait()
+			_, err := l.wait()
 			if gatewayCode(t, err) != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "listen again") {
 				t.Errorf("the listen ended with %v, want child_unavailable asking to listen again", err)
 			}

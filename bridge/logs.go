@@ -2,32 +2,24 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
-	"slices"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
-
-var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
-
-func logRank(level string) int { return slices.Index(logLevels, level) }
 
 // routeLog delivers a child's log message to the call it belongs to. On
 // stdio nothing in the message says which call that is, so the gateway
 // delivers it only when it can tell: to the one call in flight that asked
-// for logs. A legacy child may log for any call (its level is session-wide),
+// for logs. A legacy child may log for any call (its level is child-wide),
 // so for it that call must also be the only one in flight; otherwise the
 // message is dropped rather than shown to a client it may not belong to.
-func (s *session) routeLog(m *jsonrpc.Message) {
-	var p struct {
-		Level string `json:"level"`
-	}
-	_ = json.Unmarshal(m.Params, &p)
-	var target *Call
+func (ch *child) routeLog(m *jsonrpc.Message) {
+	level, _ := mcp.String(jsonrpc.Get(m.Params, mcp.ParamLevel))
+	var target *call
 	wanting, total := 0, 0
-	for _, ex := range s.inFlight() {
-		c := ex.current()
-		if ex.internal || c == nil || ex.method == methodListen {
+	for _, ex := range ch.inFlight() {
+		c := ex.owner()
+		if ex.internal || c == nil || ex.method == mcp.MethodListen {
 			continue // parked calls wait for their client; listens do not log
 		}
 		total++
@@ -36,47 +28,50 @@ func (s *session) routeLog(m *jsonrpc.Message) {
 			target = c
 		}
 	}
-	if wanting != 1 || (s.eraNow() == EraLegacy && total != 1) {
-		s.log.Debug("dropped a child log message: no single call it belongs to", "calls", total, "wanting_logs", wanting)
+	if wanting != 1 || (ch.eraNow() == EraLegacy && total != 1) {
+		ch.log.Debug("dropped a child log message: no single call it belongs to", "calls", total, "wanting_logs", wanting)
 		return
 	}
-	if logRank(p.Level) < logRank(target.caller.LogLevel) {
+	if mcp.LogRank(level) < mcp.LogRank(target.caller.LogLevel) {
 		return
 	}
 	target.box.note(m.Raw, noteLog)
 }
 
 // ensureLogLevel makes a legacy child log at least as verbosely as level.
-// Its level is session-wide, so the gateway keeps it at the most verbose
+// Its level is child-wide, so the gateway keeps it at the most verbose
 // level any client has asked for and filters per call (see routeLog). The
-// request is written before the caller's, so a child that serves requests
-// in order applies it first; the answer is not waited for, so the caller
+// request is written before the client's, so a child that serves requests
+// in order applies it first; the answer is not waited for, so the client
 // never waits on it. A failure costs log messages, not calls.
-func (s *session) ensureLogLevel(level string) {
-	if s.eraNow() != EraLegacy || !s.logs || logRank(level) < 0 {
+func (ch *child) ensureLogLevel(level string) {
+	if ch.eraNow() != EraLegacy || !ch.logs || mcp.LogRank(level) < 0 {
 		return
 	}
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	if s.childLogLevel != "" && logRank(level) >= logRank(s.childLogLevel) {
+	ch.mu.Lock()
+	previous := ch.logLevel
+	if previous != "" && mcp.LogRank(level) >= mcp.LogRank(previous) {
+		ch.mu.Unlock()
 		return
 	}
-	params, _ := json.Marshal(map[string]string{"level": level})
-	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.CancelTimeout)
-	c := s.internalCall("logging/setLevel")
-	c.mu.Lock()
-	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), "") })
-	c.mu.Unlock()
-	if err := s.start(ctx, c, c.method, params, true); err != nil {
-		cancel()
-		s.log.Warn("could not set the child's log level", "level", level, "err", err)
+	ch.logLevel = level
+	ch.mu.Unlock()
+	restore := func() {
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		if ch.logLevel == level {
+			ch.logLevel = previous
+		}
+	}
+	params := append(append([]byte(`{"level":`), jsonrpc.Quote(level)...), '}')
+	c, err := ch.startInternal(context.Background(), mcp.MethodSetLevel, params, ch.b.opts.CancelTimeout)
+	if err != nil {
+		ch.log.Warn("could not set the child's log level", "level", level, "err", err)
+		restore()
 		return
 	}
-	previous := s.childLogLevel
-	s.childLogLevel = level
-	s.b.spawn(func() {
-		defer cancel()
-		raw, err := c.Wait()
+	ch.w.bg.spawn(func() {
+		raw, err := c.wait()
 		var refused []byte
 		if err == nil {
 			if m, perr := jsonrpc.Parse(raw); perr == nil {
@@ -86,11 +81,7 @@ func (s *session) ensureLogLevel(level string) {
 		if err == nil && refused == nil {
 			return
 		}
-		s.log.Warn("the child did not take logging/setLevel", "level", level, "err", err, "error", head(refused))
-		s.logMu.Lock()
-		defer s.logMu.Unlock()
-		if s.childLogLevel == level {
-			s.childLogLevel = previous
-		}
+		ch.log.Warn("the child did not take logging/setLevel", "level", level, "err", err, "error", head(refused))
+		restore()
 	})
 }

@@ -56,7 +56,7 @@ func (m *mailbox) note(b []byte, kind noteKind) bool {
 	}
 	switch {
 	case kind == noteEvent && len(m.notes) >= m.max:
-		return false // the owner ends the call (see Call.event)
+		return false // the owner ends the call (see call.event)
 	case len(m.notes) < m.max || kind == noteAsk || kind == noteEvent:
 		m.notes = append(m.notes, note{b, kind})
 	case kind == noteProgress && m.notes[len(m.notes)-1].kind == noteProgress:
@@ -88,13 +88,13 @@ func (m *mailbox) setErrorCode(code int) {
 }
 
 // peek reports the call's state without taking anything.
-func (m *mailbox) peek() (notes int, resp []byte, err error, done bool) {
+func (m *mailbox) peek() (notes int, resp []byte, done bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.notes), m.resp, m.err, m.done
+	return len(m.notes), m.resp, m.done, m.err
 }
 
-func (m *mailbox) take() ([][]byte, []byte, error, bool) {
+func (m *mailbox) take() ([][]byte, []byte, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var notes [][]byte
@@ -106,5 +106,5 @@ func (m *mailbox) take() ([][]byte, []byte, error, bool) {
 		// Keep signalling: a later Take must see the end again.
 		m.signal()
 	}
-	return notes, m.resp, m.err, m.done
+	return notes, m.resp, m.done, m.err
 }

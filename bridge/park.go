@@ -5,54 +5,139 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // A legacy child asks its client for input with a request in the middle of
 // a call; a 2026-07-28 client is asked with an InputRequiredResult instead,
 // and answers with a retry: a new request carrying inputResponses and the
-// requestState it was given. So the gateway parks the child's call, answers
-// the client's request with the questions and a requestState of its own,
-// and picks the call up again when the retry comes: it answers the child's
-// questions and the retry's HTTP request gets the call's result.
+// requestState it was given. So the gateway parks the child's exchange,
+// answers the client's request with the questions and a requestState of
+// its own, and resumes the exchange when the retry comes: it answers the
+// child's questions and the retry's HTTP request gets the exchange's
+// answer.
 //
-// The requestState names the parked call and is signed, because the spec
-// says to treat it as attacker-controlled. A call not continued within the
-// idle timeout is cancelled toward the child.
+// The requestState names the parked exchange and is signed, because the
+// spec says to treat it as attacker-controlled. An exchange not resumed
+// within the idle timeout is abandoned: cancelled toward the child.
 
 const statePrefix = "gw1."
 
-// stateFor mints the requestState for a parked exchange's round: each round
-// gets a state of its own, and only the latest continues the call.
-func (b *Bridge) stateFor(id int64, round int) string {
+// park ends the exchange's call with an InputRequiredResult holding every
+// question the client can answer, and keeps the exchange, with the call's
+// slot, for the retry. An exchange none of whose questions the client can
+// answer needs a capability the client did not declare, and its call ends
+// with -32021. Only the reader parks.
+func (ch *child) park(ex *exchange) {
+	c := ex.owner()
+	if c == nil {
+		return // parked already, or ended
+	}
+	q := ch.b.q
+	q.mu.Lock()
+	st := q.open[ex]
+	var missing []string
+	asks := 0
+	if st != nil {
+		missing, st.missing = st.missing, nil
+		asks = len(st.asks)
+	}
+	q.mu.Unlock()
+	if asks == 0 {
+		if len(missing) > 0 {
+			c.abort(mcp.MissingCapabilities(missing), "the client lacks a capability the request needs")
+		}
+		return
+	}
+	if _, ok := c.claim(); !ok {
+		return // its client left meanwhile; its ending retires the exchange
+	}
+	s := c.takeSlot()
+	irr, parked := q.park(ex, c.caller, s)
+	if !parked {
+		s.release()
+		c.deliver(nil, errUnavailable("the child process exited while the call waited for its client's input; the call was lost"))
+		return
+	}
+	ch.log.Debug("parked a call for its client's input", "id", ex.id, "questions", asks)
+	c.deliver(jsonrpc.NewResult(c.clientID, irr), nil)
+}
+
+// park records the exchange as parked for caller's retry, holding s, and
+// returns the InputRequiredResult for the client. It fails when the
+// exchange has left the pending table meanwhile (its child's service
+// ended).
+func (q *questions) park(ex *exchange, caller Caller, s *slot) ([]byte, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := q.open[ex]
+	if st == nil || !ex.ch.isPending(ex) {
+		return nil, false
+	}
+	ex.setOwner(nil)
+	st.parkedFor, st.slot = caller, s
+	st.round++
+	st.timer = time.AfterFunc(ex.ch.b.opts.IdleTimeout, func() { q.abandon(ex) })
+	q.parked[ex.id] = ex
+	return q.inputRequiredLocked(ex, st), true
+}
+
+func (q *questions) inputRequiredLocked(ex *exchange, st *asking) []byte {
+	reqs := make([]mcp.InputRequest, 0, len(st.asks))
+	for _, a := range st.asks {
+		reqs = append(reqs, mcp.InputRequest{Key: a.key, Method: a.method, Params: a.params})
+	}
+	return mcp.InputRequired(reqs, q.stateFor(ex.id, st.round))
+}
+
+// abandon gives up a parked exchange whose retry did not come in time: its
+// slot is freed, its questions are refused, and the child is told to
+// cancel, unless it has answered.
+func (q *questions) abandon(ex *exchange) {
+	q.mu.Lock()
+	if q.parked[ex.id] != ex {
+		q.mu.Unlock()
+		return // resumed meanwhile
+	}
+	final := q.open[ex].final
+	asks, s := q.closeLocked(ex)
+	q.mu.Unlock()
+	s.release()
+	if final != nil {
+		return // answered while parked; nobody came for the answer
+	}
+	for _, a := range asks {
+		ex.ch.refuseChild(a.childID, a.method, "the client did not answer in time")
+	}
+	if ex.ch.claim(ex) {
+		ex.cancel("the client did not continue the request in time")
+	}
+}
+
+// stateFor mints the requestState for a parked exchange's round: each
+// round gets a state of its own, and only the latest resumes the exchange.
+func (q *questions) stateFor(id int64, round int) string {
 	body := strconv.FormatInt(id, 10) + "." + strconv.Itoa(round)
-	mac := hmac.New(sha256.New, b.stateKey[:])
+	mac := hmac.New(sha256.New, q.key[:])
 	mac.Write([]byte(body))
 	enc := base64.RawURLEncoding
 	return statePrefix + enc.EncodeToString([]byte(body)) + "." + enc.EncodeToString(mac.Sum(nil))
 }
 
-// ownState reports whether the request continues a call the gateway
-// parked, that is whether its requestState has the gateway's form; such a
-// state must also carry the gateway's signature. Only a legacy child's
-// calls are ever parked: a modern child's requestState is its own and
-// passes through untouched.
-func (b *Bridge) ownState(req *jsonrpc.Message) (id int64, round int, ours bool, err error) {
-	if len(req.Params) == 0 || req.Params[0] != '{' {
-		return 0, 0, false, nil
-	}
-	sp, ok, _ := jsonrpc.Lookup(req.Params, "requestState")
-	if !ok {
-		return 0, 0, false, nil
-	}
-	var state string
-	if json.Unmarshal(req.Params[sp.Start:sp.End], &state) != nil || !strings.HasPrefix(state, statePrefix) {
+// stateOf reports whether the request continues a call the gateway parked,
+// that is whether its requestState has the gateway's form; such a state
+// must also carry the gateway's signature. A modern child's requestState
+// is its own and passes through untouched.
+func (q *questions) stateOf(req *mcp.Request) (id int64, round int, ours bool, err error) {
+	state, ok := req.String(mcp.ParamRequestState)
+	if !ok || !strings.HasPrefix(state, statePrefix) {
 		return 0, 0, false, nil
 	}
 	tampered := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState failed its integrity check"}
@@ -63,7 +148,7 @@ func (b *Bridge) ownState(req *jsonrpc.Message) (id int64, round int, ours bool,
 	if !ok || err1 != nil || err2 != nil {
 		return 0, 0, true, tampered
 	}
-	mac := hmac.New(sha256.New, b.stateKey[:])
+	mac := hmac.New(sha256.New, q.key[:])
 	mac.Write(body)
 	if !hmac.Equal(sum, mac.Sum(nil)) {
 		return 0, 0, true, tampered
@@ -77,140 +162,78 @@ func (b *Bridge) ownState(req *jsonrpc.Message) (id int64, round int, ours bool,
 	return id, round, true, nil
 }
 
-// parkLocked parks the exchange while its call's client supplies input, and
-// returns the InputRequiredResult for that client. ex.mu is held.
-func (ex *exchange) parkLocked(c *Call) []byte {
-	ex.call = nil
-	ex.parkedFor = c.caller
-	ex.round++
-	ex.parkTimer = time.AfterFunc(ex.s.b.opts.IdleTimeout, ex.abandon)
-	ex.s.b.park(ex)
-	return ex.inputRequiredLocked()
-}
-
-func (ex *exchange) inputRequiredLocked() []byte {
-	requests := map[string]any{}
-	for _, a := range ex.asks {
-		requests[a.key] = map[string]json.RawMessage{"method": json.RawMessage(strconv.Quote(a.method)), "params": orEmpty(a.params)}
-	}
-	out, _ := json.Marshal(map[string]any{
-		"resultType":    "input_required",
-		"inputRequests": requests,
-		"requestState":  ex.s.b.stateFor(ex.id, ex.round),
-	})
-	return out
-}
-
-// abandon ends a parked exchange whose client did not continue in time.
-func (ex *exchange) abandon() {
-	if !ex.s.claim(ex) {
-		ex.s.b.unpark(ex) // answered meanwhile; nobody came for the answer
-		return
-	}
-	ex.s.b.unpark(ex)
-	ex.closeAsks("the client did not answer in time")
-	ex.cancel("the client did not continue the request in time")
-}
-
-func (b *Bridge) park(ex *exchange) {
-	b.askMu.Lock()
-	defer b.askMu.Unlock()
-	b.parked[ex.id] = ex
-}
-
-func (b *Bridge) unpark(ex *exchange) {
-	b.askMu.Lock()
-	gone := b.parked[ex.id] == ex
-	if gone {
-		delete(b.parked, ex.id)
-	}
-	b.askMu.Unlock()
-	if gone && b.unparked != nil {
-		b.unparked()
-	}
-}
-
-// parkedCount is how many calls wait for their client's retry. The child
-// is still working on each of them.
-func (b *Bridge) parkedCount() int {
-	b.askMu.Lock()
-	defer b.askMu.Unlock()
-	return len(b.parked)
-}
-
-func (b *Bridge) parkedExchange(id int64) *exchange {
-	b.askMu.Lock()
-	defer b.askMu.Unlock()
-	return b.parked[id]
-}
-
-// resume continues a parked call with the client's retry: the answers go
-// to the child, and the retry gets the call's result. Answers still
-// missing are asked for again.
-func (b *Bridge) resume(ctx context.Context, req *jsonrpc.Message, caller Caller, id int64, round int) (*Call, error) {
-	ex := b.parkedExchange(id)
+// resume continues a parked exchange with the client's retry: the answers
+// go to the child, and the retry gets the exchange's answer. Answers still
+// missing are asked for again, and the exchange stays parked.
+func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id int64, round int) (Call, error) {
+	q := b.q
+	q.mu.Lock()
+	ex := q.parked[id]
 	if ex == nil {
+		q.mu.Unlock()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: "requestState names a request that is no longer waiting (it timed out, or the server restarted); send the request again without requestState"}
+			Message: "requestState names a request that is no longer waiting (it timed out, the server restarted, or another retry continued it); send the request again without requestState"}
 	}
-	if ex.method != req.Method {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("requestState belongs to a %s request, not %s", ex.method, req.Method)}
-	}
-	var p struct {
-		InputResponses map[string]json.RawMessage `json:"inputResponses"`
-	}
-	_ = json.Unmarshal(req.Params, &p)
-	c, err := newCall(b, ex.s, req, caller)
-	if err != nil {
-		return nil, err
-	}
-	type reply struct {
-		a    *ask
-		line []byte
-	}
-	var replies []reply
-	ex.mu.Lock()
-	if ex.call != nil {
-		ex.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this requestState is already being continued by another request"}
-	}
-	if round != ex.round {
-		ex.mu.Unlock()
+	st := q.open[ex]
+	switch {
+	case ex.method != req.Method:
+		q.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("requestState belongs to a %s request, not %s", ex.method, req.Method)}
+	case round != st.round:
+		q.mu.Unlock()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this requestState is from an earlier round; use the latest one"}
 	}
-	for aid, a := range ex.asks {
-		r, ok := p.InputResponses[a.key]
-		if !ok || len(r) == 0 || r[0] != '{' {
-			continue // missing or not a result: asked for again below
+	responses, _ := req.Param(mcp.ParamInputResponses)
+	var replies [][]byte
+	var methods []string
+	st.asks = slices.DeleteFunc(st.asks, func(a *ask) bool {
+		r := jsonrpc.Get(responses, a.key)
+		if len(r) == 0 || r[0] != '{' {
+			return false // missing or not a result: asked for again below
 		}
-		replies = append(replies, reply{a, jsonrpc.NewResult(a.childID, r)})
-		delete(ex.asks, aid)
+		replies = append(replies, jsonrpc.NewResult(a.childID, r))
+		methods = append(methods, a.method)
+		return true
+	})
+	if len(st.asks) > 0 {
+		irr := q.inputRequiredLocked(ex, st)
+		q.mu.Unlock()
+		ex.ch.sendReplies(ctx, replies, methods)
+		return answeredByGateway(req, irr), nil
 	}
-	if len(ex.asks) > 0 {
-		irr := ex.inputRequiredLocked()
-		ex.mu.Unlock()
-		for _, r := range replies {
-			ex.s.toChild(ctx, r.line, r.a.method)
-		}
-		return answered(req, irr), nil
+	c := ex.ch.newCall(ctx, callSpec{req: req, caller: caller, idle: b.opts.IdleTimeout, max: b.opts.MaxDuration})
+	if !c.attach(ex) {
+		// Its client left already: the exchange stays parked for another
+		// retry, and the child gets the answers this one brought.
+		q.mu.Unlock()
+		ex.ch.sendReplies(context.WithoutCancel(ctx), replies, methods)
+		return nil, c.endError()
 	}
-	final := ex.final
-	ex.call = c
-	if ex.parkTimer != nil {
-		ex.parkTimer.Stop()
+	// Taken over: the retry's call owns the exchange and its slot. The
+	// exchange keeps its round, so that a later round's state is new.
+	st.timer.Stop()
+	delete(q.parked, id)
+	final, s := st.final, st.slot
+	st.final, st.slot, st.timer = nil, nil, nil
+	if final == nil {
+		ex.setOwner(c)
+	} else {
+		delete(q.open, ex) // answered: nothing more will come of it
 	}
-	ex.mu.Unlock()
-	b.unpark(ex)
-	c.attach(ex)
+	q.mu.Unlock()
+	c.give(s)
 	if final != nil {
 		// The child answered while the call was parked.
-		c.finish(c.restore(ex, final), nil)
+		c.end(c.restore(ex, final), nil)
 		return c, nil
 	}
-	c.arm(ctx)
-	for _, r := range replies {
-		ex.s.toChild(ctx, r.line, r.a.method)
-	}
+	ex.ch.sendReplies(ctx, replies, methods)
 	return c, nil
+}
+
+// sendReplies answers the child's questions, in order.
+func (ch *child) sendReplies(ctx context.Context, replies [][]byte, methods []string) {
+	for i, r := range replies {
+		ch.toChild(ctx, r, methods[i])
+	}
 }

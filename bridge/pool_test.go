@@ -15,26 +15,26 @@ import (
 
 // newPoolWorld is a pool of fake children; it returns them in the order
 // they started, which is not the workers' order.
-func newPoolWorld(t *testing.T, opts Options, popts PoolOptions, auto autoReply) (*Pool, []*fakeChild) {
+func newPoolWorld(t *testing.T, opts Options, auto autoReply) (*Bridge, []*fakeChild) {
 	w := &world{t: t, children: make(chan *fakeChild, 16), auto: auto}
-	p := NewPool(w.start, opts, popts)
+	p := New(w.start, strict(t, opts))
 	var children []*fakeChild
-	for range max(popts.Workers, 1) {
+	for range max(opts.Workers, 1) {
 		children = append(children, w.child())
 	}
 	t.Cleanup(func() { p.Close(context.Background()) })
 	for _, w := range p.workers {
 		// Every worker, or the least loaded could be the only one ready.
-		if err := w.WaitReady(context.Background()); err != nil {
+		if err := w.waitReady(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return p, children
 }
 
-func poolCall(t *testing.T, p *Pool, ctx context.Context, body string) *Call {
+func poolCall(t *testing.T, p *Bridge, ctx context.Context, body string) *call {
 	t.Helper()
-	c, err := p.Call(ctx, request(t, body), Caller{})
+	c, err := callOn(p, ctx, request(t, body), Caller{})
 	if err != nil {
 		t.Fatalf("Call(%s): %v", body, err)
 	}
@@ -46,9 +46,9 @@ func poolCall(t *testing.T, p *Pool, ctx context.Context, body string) *Call {
 // that owns the call.
 func TestPoolSpreadsCallsAndKeepsThemWithTheirWorker(t *testing.T) {
 	t.Parallel()
-	p, children := newPoolWorld(t, legacy(), PoolOptions{Workers: 2}, autoReply{initialize: true})
+	p, children := newPoolWorld(t, Options{Era: EraLegacy, Workers: 2}, autoReply{initialize: true})
 	ctx, leave := context.WithCancel(context.Background())
-	var calls []*Call
+	var calls []*call
 	for i := range 4 {
 		calls = append(calls, poolCall(t, p, ctx, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"progressToken":"t%d"}}}`, i, i)))
 	}
@@ -80,7 +80,7 @@ func TestPoolSpreadsCallsAndKeepsThemWithTheirWorker(t *testing.T) {
 	// Leaving cancels each call on its own child.
 	leave()
 	for _, c := range calls {
-		c.Wait()
+		c.wait()
 	}
 	for _, ch := range children {
 		for range 2 {
@@ -101,13 +101,14 @@ func TestPoolSpreadsCallsAndKeepsThemWithTheirWorker(t *testing.T) {
 
 // bubblePool is a pool of fake children inside a synctest bubble, with
 // every worker's handshake done and drained.
-func bubblePool(t *testing.T, popts PoolOptions) (*Pool, []*fakeChild) {
+func bubblePool(t *testing.T, opts Options) (*Bridge, []*fakeChild) {
 	w := &world{t: t, children: make(chan *fakeChild, 16), auto: autoReply{initialize: true}}
-	p := NewPool(w.start, Options{Era: EraLegacy}, popts)
+	opts.Era = EraLegacy
+	p := New(w.start, strict(t, opts))
 	t.Cleanup(func() { p.Close(context.Background()) })
 	synctest.Wait()
 	var children []*fakeChild
-	for range max(popts.Workers, 1) {
+	for range max(opts.Workers, 1) {
 		c := <-w.children
 		t.Cleanup(c.exit)
 		for len(c.got) > 0 {
@@ -135,7 +136,7 @@ func received(c *fakeChild) []*jsonrpc.Message {
 func TestPoolQueue(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p, children := bubblePool(t, PoolOptions{Workers: 1, MaxInFlight: 1, QueueSize: 1})
+		p, children := bubblePool(t, Options{Workers: 1, MaxInFlight: 1, QueueSize: 1})
 		child := children[0]
 		first := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":"first","method":"tools/call"}`)
 		req := child.expect("tools/call")
@@ -144,7 +145,7 @@ func TestPoolQueue(t *testing.T) {
 		ctx, leave := context.WithCancel(context.Background())
 		waited := make(chan error, 1)
 		go func() {
-			_, err := p.Call(ctx, request(t, `{"jsonrpc":"2.0","id":"gone","method":"tools/call"}`), Caller{})
+			_, err := callOn(p, ctx, request(t, `{"jsonrpc":"2.0","id":"gone","method":"tools/call"}`), Caller{})
 			waited <- err
 		}()
 		synctest.Wait()
@@ -152,7 +153,7 @@ func TestPoolQueue(t *testing.T) {
 			t.Fatalf("stats = %+v, want one in flight and one queued", st)
 		}
 		// The queue is full: the next call is refused at once.
-		_, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":"refused","method":"tools/call"}`), Caller{})
+		_, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":"refused","method":"tools/call"}`), Caller{})
 		if gatewayCode(t, err) != jsonrpc.CodeOverloaded {
 			t.Errorf("call past the queue: %v, want -32003", err)
 		}
@@ -162,9 +163,9 @@ func TestPoolQueue(t *testing.T) {
 		}
 
 		// Another waits, and goes through once the first call ends.
-		next := make(chan *Call, 1)
+		next := make(chan *call, 1)
 		go func() {
-			c, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":"next","method":"tools/call"}`), Caller{})
+			c, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":"next","method":"tools/call"}`), Caller{})
 			if err != nil {
 				t.Error(err)
 			}
@@ -175,12 +176,12 @@ func TestPoolQueue(t *testing.T) {
 			t.Fatalf("child got %s while its slot was taken", ms[0].Raw)
 		}
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
-		if _, err := first.Wait(); err != nil {
+		if _, err := first.wait(); err != nil {
 			t.Fatal(err)
 		}
 		req2 := child.expect("tools/call")
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"n":2}}`, req2.ID)
-		if resp, err := (<-next).Wait(); err != nil || !contains(resp, `"id":"next"`) {
+		if resp, err := (<-next).wait(); err != nil || !contains(resp, `"id":"next"`) {
 			t.Errorf("queued call got %s, %v", resp, err)
 		}
 		// The call that left never reached the child.
@@ -194,10 +195,10 @@ func TestPoolQueue(t *testing.T) {
 func TestPoolQueueTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := bubblePool(t, PoolOptions{MaxInFlight: 1, QueueTimeout: 30 * time.Second})
+		p, _ := bubblePool(t, Options{MaxInFlight: 1, QueueTimeout: 30 * time.Second})
 		poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 		start := time.Now()
-		_, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{})
+		_, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{})
 		if gatewayCode(t, err) != jsonrpc.CodeOverloaded || time.Since(start) != 30*time.Second {
 			t.Errorf("after %v: %v, want -32003 after 30s", time.Since(start), err)
 		}
@@ -212,8 +213,8 @@ func TestPoolQueueTimeout(t *testing.T) {
 func TestPoolRetryReturnsToItsWorker(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p, children := bubblePool(t, PoolOptions{Workers: 2, MaxInFlight: 1})
-		c, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}`), modernAsker)
+		p, children := bubblePool(t, Options{Workers: 2, MaxInFlight: 1})
+		c, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}`), modernAsker)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +229,7 @@ func TestPoolRetryReturnsToItsWorker(t *testing.T) {
 			t.Fatal("no child got the call")
 		}
 		asker.send(`{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{"message":"?"}}`)
-		irr, err := c.Wait()
+		irr, err := c.wait()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +249,7 @@ func TestPoolRetryReturnsToItsWorker(t *testing.T) {
 		if len(received(other)) != 1 {
 			t.Fatal("the other worker did not take the second call")
 		}
-		retry, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"`+r.Result.RequestState+`"}}`), modernAsker)
+		retry, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"`+r.Result.RequestState+`"}}`), modernAsker)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +261,7 @@ func TestPoolRetryReturnsToItsWorker(t *testing.T) {
 			t.Errorf("the other child got %s", ms[0].Raw)
 		}
 		asker.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
-		if resp, err := retry.Wait(); err != nil || !contains(resp, `"id":5`) {
+		if resp, err := retry.wait(); err != nil || !contains(resp, `"id":5`) {
 			t.Errorf("retry got %s, %v", resp, err)
 		}
 	})
@@ -271,13 +272,13 @@ func TestPoolRetryReturnsToItsWorker(t *testing.T) {
 func TestPoolDrain(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p, children := bubblePool(t, PoolOptions{MaxInFlight: 1})
+		p, children := bubblePool(t, Options{MaxInFlight: 1})
 		child := children[0]
 		inFlight := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 		req := child.expect("tools/call")
 		waiting := make(chan error, 1)
 		go func() {
-			_, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{})
+			_, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{})
 			waiting <- err
 		}()
 		synctest.Wait()
@@ -286,7 +287,7 @@ func TestPoolDrain(t *testing.T) {
 		if err := <-waiting; gatewayCode(t, err) != jsonrpc.CodeShutdown {
 			t.Errorf("the waiting call got %v, want -32005", err)
 		}
-		if _, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`), Caller{}); gatewayCode(t, err) != jsonrpc.CodeShutdown {
+		if _, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`), Caller{}); gatewayCode(t, err) != jsonrpc.CodeShutdown {
 			t.Errorf("a new call got %v, want -32005", err)
 		}
 		if p.Ready() {
@@ -299,7 +300,7 @@ func TestPoolDrain(t *testing.T) {
 		default:
 		}
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
-		if _, err := inFlight.Wait(); err != nil {
+		if _, err := inFlight.wait(); err != nil {
 			t.Errorf("the call in flight got %v, want its answer", err)
 		}
 		if err := <-drained; err != nil {
@@ -309,7 +310,7 @@ func TestPoolDrain(t *testing.T) {
 		// A drain whose grace runs out reports it.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		p2, children2 := bubblePool(t, PoolOptions{})
+		p2, children2 := bubblePool(t, Options{})
 		poolCall(t, p2, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 		children2[0].expect("tools/call")
 		if err := p2.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -323,9 +324,9 @@ func TestPoolDrain(t *testing.T) {
 func TestPoolListenCap(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := bubblePool(t, PoolOptions{Workers: 2, MaxInFlight: 1, MaxListens: 2})
-		open := func(ctx context.Context, id string) (*Call, error) {
-			return p.Call(ctx, request(t, `{"jsonrpc":"2.0","id":"`+id+`","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`), listenCaller)
+		p, _ := bubblePool(t, Options{Workers: 2, MaxInFlight: 1, MaxListens: 2})
+		open := func(ctx context.Context, id string) (*call, error) {
+			return callOn(p, ctx, request(t, `{"jsonrpc":"2.0","id":"`+id+`","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`), listenCaller)
 		}
 		ctx, leave := context.WithCancel(context.Background())
 		defer leave()
@@ -345,7 +346,7 @@ func TestPoolListenCap(t *testing.T) {
 			t.Errorf("a listen past the cap: %v, want -32003 naming the cap", err)
 		}
 		leave()
-		first.Wait()
+		first.wait()
 		synctest.Wait()
 		if _, err := open(context.Background(), "d"); err != nil {
 			t.Errorf("a listen after one ended: %v", err)
@@ -358,22 +359,22 @@ func TestPoolListenCap(t *testing.T) {
 func TestPoolParkedCallHoldsItsSlot(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		p, children := bubblePool(t, PoolOptions{MaxInFlight: 1, QueueTimeout: time.Hour})
+		p, children := bubblePool(t, Options{MaxInFlight: 1, QueueTimeout: time.Hour})
 		child := children[0]
-		c, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}`), modernAsker)
+		c, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}`), modernAsker)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req := child.expect("tools/call")
 		child.send(`{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{"message":"?"}}`)
-		if _, err := c.Wait(); err != nil {
+		if _, err := c.wait(); err != nil {
 			t.Fatal(err)
 		}
 		parkedAt := time.Now()
 
-		next := make(chan *Call, 1)
+		next := make(chan *call, 1)
 		go func() {
-			c, err := p.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{})
+			c, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{})
 			if err != nil {
 				t.Error(err)
 			}

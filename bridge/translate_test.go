@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 var modernCaller = Caller{Modern: true, Capabilities: json.RawMessage(`{}`)}
@@ -31,13 +33,13 @@ func TestLegacyChildAnswersForModernClients(t *testing.T) {
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	child := w.child()
 	for _, tt := range tests {
-		c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":"x","method":"`+tt.method+`","params":{}}`), tt.caller)
+		c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"x","method":"`+tt.method+`","params":{}}`), tt.caller)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := child.expect(tt.method)
 		child.send(`{"jsonrpc":"2.0","id":%s,%s}`, m.ID, tt.answer)
-		resp, err := c.Wait()
+		resp, err := c.wait()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,11 +55,11 @@ func TestDiscover(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	child := w.child()
-	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"server/discover","params":{}}`), modernCaller)
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"server/discover","params":{}}`), modernCaller)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, _ := c.Wait()
+	resp, _ := c.wait()
 	var r struct {
 		Result struct {
 			ResultType        string
@@ -72,7 +74,7 @@ func TestDiscover(t *testing.T) {
 	json.Unmarshal(resp, &r)
 	got := r.Result
 	if got.ResultType != "complete" || fmt.Sprint(got.SupportedVersions) != "[2026-07-28]" || string(got.Capabilities) != `{"tools":{"listChanged":true},"resources":{"subscribe":true},"logging":{}}` ||
-		got.Instructions != "be nice" || got.TTLMs == nil || got.CacheScope != "private" || string(got.Meta[metaServerInfo]) != `{"name":"fake","version":"1"}` {
+		got.Instructions != "be nice" || got.TTLMs == nil || got.CacheScope != "private" || string(got.Meta[mcp.MetaServerInfo]) != `{"name":"fake","version":"1"}` {
 		t.Errorf("synthesized discover = %s", resp)
 	}
 	// The child never saw it.
@@ -82,11 +84,11 @@ func TestDiscover(t *testing.T) {
 	} else {
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
 	}
-	c2.Wait()
+	c2.wait()
 
 	mw := newWorld(t, Options{Era: EraAuto}, autoReply{discover: "result"})
 	modern := mw.child()
-	c, err = mw.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"server/discover","params":{}}`), modernCaller)
+	c, err = callOn(mw.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"server/discover","params":{}}`), modernCaller)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +98,7 @@ func TestDiscover(t *testing.T) {
 	}
 	// The fake child answers discover by itself; the answer comes back with
 	// the client's id and the child's bytes.
-	if resp, _ := c.Wait(); string(resp) != `{"jsonrpc":"2.0","id":5,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1"}}}}` {
+	if resp, _ := c.wait(); string(resp) != `{"jsonrpc":"2.0","id":5,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1"}}}}` {
 		t.Errorf("relayed discover = %s", resp)
 	}
 }
@@ -107,11 +109,11 @@ func TestLogRouting(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	child := w.child()
-	logs := func(c *Call) []string {
+	logs := func(c *call) []string {
 		var out []string
 		for {
 			<-c.Wake()
-			notes, _, _, done := c.Take()
+			notes, _, done, _ := c.Take()
 			for _, n := range notes {
 				out = append(out, string(n))
 			}
@@ -126,7 +128,7 @@ func TestLogRouting(t *testing.T) {
 
 	// One call, at info: the child is first set to log at info (its level is
 	// session-wide); the debug line is filtered, the warning passes.
-	c, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{LogLevel: "info"})
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{LogLevel: "info"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func TestLogRouting(t *testing.T) {
 
 	// A less verbose level needs no change to the child. Two calls in flight
 	// on a legacy child: a line could be either's, so neither gets it.
-	a, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{LogLevel: "warning"})
+	a, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`), Caller{LogLevel: "warning"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +178,7 @@ func TestModernMetaForLegacyClients(t *testing.T) {
 			`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/logLevel":"info","progressToken":%s,"io.modelcontextprotocol/clientCapabilities":{}}}}`},
 	}
 	for _, tt := range tests {
-		c, err := w.b.Call(context.Background(), request(t, tt.in), caller)
+		c, err := callOn(w.b, context.Background(), request(t, tt.in), caller)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +191,7 @@ func TestModernMetaForLegacyClients(t *testing.T) {
 			t.Errorf("child got %s\nwant      %s", m.Raw, want)
 		}
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
-		c.Wait()
+		c.wait()
 	}
 }
 
@@ -201,7 +203,7 @@ func TestCancelOnTheClientsWord(t *testing.T) {
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 	req := child.expect("tools/call")
 	c.Cancel("user pressed stop")
-	if _, err := c.Wait(); gatewayCode(t, err) != -32006 {
+	if _, err := c.wait(); gatewayCode(t, err) != -32006 {
 		t.Errorf("Wait = %v, want the cancelled error", err)
 	}
 	n := child.expect("notifications/cancelled")
@@ -216,7 +218,7 @@ func TestToolHeadersCache(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	child := w.child()
-	got := make(chan []ParamHeader, 1)
+	got := make(chan []mcp.ParamHeader, 1)
 	lookup := func(tool string) {
 		go func() {
 			h, err := w.b.ToolHeaders(context.Background(), tool)
@@ -235,8 +237,7 @@ func TestToolHeadersCache(t *testing.T) {
 	}
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"bad","inputSchema":{"type":"object","properties":{"a":{"type":"object","x-mcp-header":"A"}}}}]}}`, page2.ID)
 	h := <-got
-	if fmt.Sprint(h) != fmt.Sprint([]ParamHeader{{"Region", []string{"region"}, "string"}, {"N", []string{"spec", "n"}, "integer"}}) &&
-		fmt.Sprint(h) != fmt.Sprint([]ParamHeader{{"N", []string{"spec", "n"}, "integer"}, {"Region", []string{"region"}, "string"}}) {
+	if want := []mcp.ParamHeader{{Name: "Region", Path: []string{"region"}, Type: "string"}, {Name: "N", Path: []string{"spec", "n"}, Type: "integer"}}; fmt.Sprint(h) != fmt.Sprint(want) {
 		t.Errorf("deploy headers = %v", h)
 	}
 	lookup("bad") // cached: no tools/list; an invalid annotation is not enforced
@@ -249,7 +250,7 @@ func TestToolHeadersCache(t *testing.T) {
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"ping2"}`)
 	m := child.expect("ping2")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
-	c.Wait()
+	c.wait()
 	lookup("deploy")
 	again := child.expect("tools/list")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, again.ID)
@@ -269,7 +270,7 @@ func TestToolHeadersCacheOnAModernChild(t *testing.T) {
 	if watch.Method != "subscriptions/listen" || !contains(watch.Params, `"toolsListChanged":true`) {
 		t.Fatalf("child got %s, want the gateway's own listen", watch.Raw)
 	}
-	got := make(chan []ParamHeader, 1)
+	got := make(chan []mcp.ParamHeader, 1)
 	lookup := func() {
 		go func() {
 			h, _ := w.b.ToolHeaders(context.Background(), "t")
@@ -286,7 +287,7 @@ func TestToolHeadersCacheOnAModernChild(t *testing.T) {
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"x","params":{}}`)
 	m := child.expect("x")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
-	c.Wait()
+	c.wait()
 	lookup()
 	list = child.expect("tools/list")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, list.ID)

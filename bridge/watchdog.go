@@ -2,10 +2,10 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // A wedged child still runs but serves nothing: a deadlock, a blocked
@@ -21,27 +21,27 @@ import (
 var errWedged = errors.New("the child stopped responding (nothing read and a liveness probe unanswered); it was killed and is being restarted")
 
 // touch records that the child wrote something.
-func (s *session) touch() { s.lastRead.Store(time.Now().UnixNano()) }
+func (ch *child) touch() { ch.lastRead.Store(time.Now().UnixNano()) }
 
-func (s *session) silentFor() time.Duration {
-	return time.Since(time.Unix(0, s.lastRead.Load()))
+func (ch *child) silentFor() time.Duration {
+	return time.Since(time.Unix(0, ch.lastRead.Load()))
 }
 
 // busy reports whether the child owes answers: calls of clients are
 // pending. A listen is quiet by nature, and a parked call waits on its
 // client, not on the child.
-func (s *session) busy() bool {
-	for _, ex := range s.inFlight() {
-		if !ex.internal && ex.method != methodListen && ex.current() != nil {
+func (ch *child) busy() bool {
+	for _, ex := range ch.inFlight() {
+		if !ex.internal && ex.method != mcp.MethodListen && ex.owner() != nil {
 			return true
 		}
 	}
 	return false
 }
 
-// watch runs the watchdog until the session ends.
-func (s *session) watch(ctx context.Context) {
-	wedge := s.b.opts.WedgeTimeout
+// watch runs the watchdog until the child's service ends.
+func (ch *child) watch(ctx context.Context) {
+	wedge := ch.b.opts.WedgeTimeout
 	if wedge < 0 {
 		return
 	}
@@ -50,41 +50,40 @@ func (s *session) watch(ctx context.Context) {
 	for {
 		select {
 		case <-t.C:
-		case <-s.done:
+		case <-ch.done:
 			return
 		case <-ctx.Done():
 			return
 		}
-		if silent := s.silentFor(); silent < wedge || !s.busy() {
+		if silent := ch.silentFor(); silent < wedge || !ch.busy() {
 			continue
 		}
-		if s.alive(ctx) {
+		if ch.alive(ctx) {
 			continue
 		}
-		s.log.Error("child wedged: killing it", "silent_for", s.silentFor().Round(time.Millisecond),
-			"probe_timeout", s.b.opts.ProbeTimeout, "pending", s.pendingCount())
-		s.kill(errWedged)
+		ch.log.Error("child wedged: killing it", "silent_for", ch.silentFor().Round(time.Millisecond),
+			"probe_timeout", ch.b.opts.ProbeTimeout, "pending", ch.pendingCount())
+		ch.kill(errWedged)
 		return
 	}
 }
 
 // alive sends the liveness probe and reports whether any answer came, an
 // error included: an answer is all it asks for.
-func (s *session) alive(ctx context.Context) bool {
-	method, params := "ping", []byte(nil)
-	if s.eraNow() == EraModern {
-		method = "server/discover"
-		params, _ = json.Marshal(map[string]any{"_meta": s.b.modernMeta()})
+func (ch *child) alive(ctx context.Context) bool {
+	method, params := mcp.MethodPing, []byte(nil)
+	if ch.eraNow() == EraModern {
+		method, params = mcp.MethodDiscover, mcp.ModernParams(ch.b.clientID, nil)
 	}
-	s.log.Warn("child silent with calls pending; probing it", "silent_for", s.silentFor().Round(time.Millisecond), "probe", method)
-	_, err := s.internal(ctx, method, params, s.b.opts.ProbeTimeout)
+	ch.log.Warn("child silent with calls pending; probing it", "silent_for", ch.silentFor().Round(time.Millisecond), "probe", method)
+	_, err := ch.internal(ctx, method, params, ch.b.opts.ProbeTimeout)
 	if err == nil {
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	// The session ended or the gateway stops: nothing left to watch.
-	s.log.Debug("liveness probe ended", "err", fmt.Sprint(err))
+	// The child's service ended or the gateway stops: nothing left to watch.
+	ch.log.Debug("liveness probe ended", "err", err)
 	return true
 }

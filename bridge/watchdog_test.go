@@ -46,7 +46,7 @@ func TestWedgedChildIsKilled(t *testing.T) {
 				if waited := time.Since(start); waited < time.Minute || waited > time.Minute+15*time.Second {
 					t.Errorf("probed after %v of silence, want 1m to 1m15s", waited)
 				}
-				_, err := c.Wait()
+				_, err := c.wait()
 				if gatewayCode(t, err) != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "stopped responding") {
 					t.Errorf("call ended with %v, want child_unavailable saying the child stopped responding", err)
 				}
@@ -83,7 +83,7 @@ func TestSlowChildIsNotKilled(t *testing.T) {
 			}
 		}
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
-		if resp, err := c.Wait(); err != nil || !contains(resp, `"content":[]`) {
+		if resp, err := c.wait(); err != nil || !contains(resp, `"content":[]`) {
 			t.Fatalf("call got %s, %v", resp, err)
 		}
 		if st := w.b.Stats(); st.Restarts != 0 || st.Pending != 0 {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
@@ -160,7 +160,7 @@ func TestDNSRebindingProtection(t *testing.T) {
 func TestParamHeaders(t *testing.T) {
 	t.Parallel()
 	f := newFake()
-	f.params = map[string][]bridge.ParamHeader{"deploy": {
+	f.params = map[string][]mcp.ParamHeader{"deploy": {
 		{Name: "Region", Path: []string{"region"}, Type: "string"},
 		{Name: "Replicas", Path: []string{"spec", "replicas"}, Type: "integer"},
 	}}

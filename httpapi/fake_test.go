@@ -15,12 +15,13 @@ import (
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // fakeBackend records what reaches it; the test plays the child's part by
 // feeding each fakeCall.
 type fakeBackend struct {
-	params   map[string][]bridge.ParamHeader // x-mcp-header annotations by tool
+	params   map[string][]mcp.ParamHeader // x-mcp-header annotations by tool
 	ready    bool
 	callErr  error
 	calls    chan *fakeCall
@@ -31,7 +32,7 @@ func newFake() *fakeBackend {
 	return &fakeBackend{ready: true, calls: make(chan *fakeCall, 16), notified: make(chan *jsonrpc.Message, 16)}
 }
 
-func (f *fakeBackend) Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error) {
+func (f *fakeBackend) Call(ctx context.Context, req *mcp.Request, caller bridge.Caller) (bridge.Call, error) {
 	if f.callErr != nil {
 		return nil, f.callErr
 	}
@@ -58,7 +59,7 @@ func (f *fakeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
 
 func (f *fakeBackend) Ready() bool { return f.ready }
 
-func (f *fakeBackend) ToolHeaders(ctx context.Context, tool string) ([]bridge.ParamHeader, error) {
+func (f *fakeBackend) ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error) {
 	return f.params[tool], nil
 }
 
@@ -76,7 +77,7 @@ func (f *fakeBackend) next(t *testing.T) *fakeCall {
 }
 
 type fakeCall struct {
-	req     *jsonrpc.Message
+	req     *mcp.Request
 	caller  bridge.Caller
 	code    int // ErrorCode
 	streams bool
@@ -106,7 +107,7 @@ func (c *fakeCall) ErrorCode() int {
 	defer c.mu.Unlock()
 	return c.code
 }
-func (c *fakeCall) Take() ([][]byte, []byte, error, bool) {
+func (c *fakeCall) Take() ([][]byte, []byte, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.notes
@@ -120,7 +121,7 @@ func (c *fakeCall) Take() ([][]byte, []byte, error, bool) {
 	if c.done {
 		c.signal()
 	}
-	return n, c.resp, c.err, c.done
+	return n, c.resp, c.done, c.err
 }
 func (c *fakeCall) signal() {
 	select {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // answeringBackend answers every call at once, as a child that echoes
@@ -26,7 +27,7 @@ type answeredCall struct {
 	wake    chan struct{}
 }
 
-func (answeringBackend) Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error) {
+func (answeringBackend) Call(ctx context.Context, req *mcp.Request, caller bridge.Caller) (bridge.Call, error) {
 	c := &answeredCall{resp: jsonrpc.NewResult(req.ID, []byte(`{"content":[]}`)), wake: make(chan struct{}, 1)}
 	if tok, found, _ := jsonrpc.Lookup(req.Params, "_meta", "progressToken"); found {
 		c.streams = true
@@ -38,9 +39,9 @@ func (answeringBackend) Call(ctx context.Context, req *jsonrpc.Message, caller b
 func (answeringBackend) Notify(context.Context, *jsonrpc.Message) error { return nil }
 func (answeringBackend) Respond(context.Context, *jsonrpc.Message)      {}
 func (answeringBackend) Ready() bool                                    { return true }
-func (answeringBackend) ToolHeaders(_ context.Context, tool string) ([]bridge.ParamHeader, error) {
+func (answeringBackend) ToolHeaders(_ context.Context, tool string) ([]mcp.ParamHeader, error) {
 	if tool == "deploy" {
-		return []bridge.ParamHeader{{Name: "Region", Path: []string{"region"}, Type: "string"}}, nil
+		return []mcp.ParamHeader{{Name: "Region", Path: []string{"region"}, Type: "string"}}, nil
 	}
 	return nil, nil
 }
@@ -49,7 +50,7 @@ func (c *answeredCall) Wake() <-chan struct{} { return c.wake }
 func (c *answeredCall) Streams() bool         { return c.streams }
 func (c *answeredCall) ErrorCode() int        { return 0 }
 func (c *answeredCall) Cancel(string)         {}
-func (c *answeredCall) Take() ([][]byte, []byte, error, bool) {
+func (c *answeredCall) Take() ([][]byte, []byte, bool, error) {
 	n := c.notes
 	c.notes = nil
 	// As the bridge's calls do: an ended call keeps signalling.
@@ -57,7 +58,7 @@ func (c *answeredCall) Take() ([][]byte, []byte, error, bool) {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	return n, c.resp, nil, true
+	return n, c.resp, true, nil
 }
 
 // FuzzMCP throws arbitrary bodies and protocol headers at POST /mcp. Whatever

@@ -1,13 +1,12 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // legacy serves a request from a 2025 client. initialize starts a session
@@ -15,18 +14,20 @@ import (
 // session id is served too, without one (curl needs no handshake). What
 // only makes sense between one client and one server is answered here,
 // since the child is shared.
-func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
-	if msg.Method == "initialize" {
-		sess, f := h.sessions.create(msg.Params)
+func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Request) {
+	if req.Method == mcp.MethodInitialize {
+		caps, _ := req.Param(mcp.ParamCapabilities)
+		info, _ := req.Param(mcp.ParamClientInfo)
+		sess, f := h.sessions.create(caps, info)
 		if f != nil {
-			writeError(w, f.status, msg.ID, f.err)
+			writeError(w, f.status, req.ID, f.err)
 			return
 		}
-		w.Header().Set(headerSession, sess.id)
-		h.call(w, r, msg, sess.caller(r), sess)
+		w.Header().Set(mcp.HeaderSession, sess.id)
+		h.call(w, r, req, sess.caller(r), sess)
 		return
 	}
-	sess, ok := h.legacySession(w, r, msg.ID)
+	sess, ok := h.legacySession(w, r, req.ID)
 	if !ok {
 		return
 	}
@@ -34,38 +35,36 @@ func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, msg *jsonrpc.M
 	if sess != nil {
 		caller = sess.caller(r)
 	}
-	switch msg.Method {
-	case "logging/setLevel":
+	switch req.Method {
+	case mcp.MethodSetLevel:
 		// The child's level is shared; the gateway keeps one per session and
 		// filters what each client sees.
-		var p struct {
-			Level string `json:"level"`
-		}
-		if json.Unmarshal(msg.Params, &p) != nil || !slices.Contains(logLevels, p.Level) {
-			writeError(w, http.StatusBadRequest, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-				Message: "level must be one of " + strings.Join(logLevels, ", ")})
+		level, _ := req.String(mcp.ParamLevel)
+		if mcp.LogRank(level) < 0 {
+			writeError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: "level must be one of " + strings.Join(mcp.LogLevels(), ", ")})
 			return
 		}
 		if sess != nil {
-			sess.setLogLevel(p.Level)
+			sess.setLogLevel(level)
 		}
-		writeJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, []byte("{}")))
+		writeJSON(w, http.StatusOK, jsonrpc.NewResult(req.ID, []byte("{}")))
 		return
-	case "resources/subscribe", "resources/unsubscribe":
+	case mcp.MethodSubscribe, mcp.MethodUnsubscribe:
 		// Updates would arrive on the GET stream, which the gateway does not
 		// offer; forwarding would let one client unsubscribe another's
 		// subscription on the shared child. Accepted, with no effect.
-		writeJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, []byte("{}")))
+		writeJSON(w, http.StatusOK, jsonrpc.NewResult(req.ID, []byte("{}")))
 		return
 	}
-	h.call(w, r, msg, caller, sess)
+	h.call(w, r, req, caller, sess)
 }
 
 // legacySession looks up the session a legacy request names. A request
 // without one is served without one; an unknown or ended session gets 404,
 // which tells the client to initialize again.
 func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []byte) (*session, bool) {
-	sid := r.Header.Get(headerSession)
+	sid := r.Header.Get(mcp.HeaderSession)
 	if sid == "" {
 		return nil, true
 	}
@@ -81,7 +80,7 @@ func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []by
 // endSession serves DELETE /mcp: a legacy client ending its session. Its
 // calls in flight are cancelled.
 func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
-	sid := r.Header.Get(headerSession)
+	sid := r.Header.Get(mcp.HeaderSession)
 	if sid == "" {
 		h.methodNotAllowed(w, r)
 		return

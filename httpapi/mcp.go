@@ -16,6 +16,7 @@ import (
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // mcp serves POST /mcp: one JSON-RPC request or notification per POST.
@@ -61,13 +62,12 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, jsonrpc.BestEffortID(body), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error() + " (send one JSON-RPC 2.0 request or notification per POST; batches are not supported)"})
 		return
 	}
-	switch msg.Kind {
-	case jsonrpc.KindResponse:
+	if msg.Kind == jsonrpc.KindResponse {
 		// A legacy client answering a question the gateway relayed to it.
 		// 2026-07-28 clients never send responses.
 		if isModern(r, nil) {
 			writeError(w, http.StatusBadRequest, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-				Message: "a " + modernVersion + " client sends no responses"})
+				Message: "a " + mcp.Modern + " client sends no responses"})
 			return
 		}
 		if _, ok := h.legacySession(w, r, msg.ID); !ok {
@@ -75,14 +75,24 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		}
 		h.b.Respond(r.Context(), msg)
 		w.WriteHeader(http.StatusAccepted)
-	case jsonrpc.KindNotification:
-		if !isModern(r, requestMeta(msg)) {
+		return
+	}
+	// Every member the gateway acts on is read here, once; a request that
+	// another decoder could read otherwise never reaches the child.
+	req, err := mcp.Read(msg)
+	if err != nil {
+		e := asRPCError(err)
+		writeError(w, statusFor(e.Code), msg.ID, e)
+		return
+	}
+	if msg.Kind == jsonrpc.KindNotification {
+		if !isModern(r, req) {
 			sess, ok := h.legacySession(w, r, nil)
 			if !ok {
 				return
 			}
-			if sess != nil && msg.Method == "notifications/cancelled" {
-				sess.cancel(msg.Params)
+			if sess != nil && msg.Method == mcp.NoteCancelled {
+				sess.cancel(req)
 			}
 		}
 		if err := h.b.Notify(r.Context(), msg); err != nil {
@@ -90,56 +100,55 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
-	case jsonrpc.KindRequest:
-		meta := requestMeta(msg)
-		if !isModern(r, meta) {
-			h.legacy(w, r, msg)
-			return
-		}
-		caller, f := modernCaller(r, msg, meta)
-		if f == nil && msg.Method == "tools/call" {
-			f = h.checkParamHeaders(r, msg)
-		}
-		if f != nil {
-			writeError(w, f.status, msg.ID, f.err)
-			return
-		}
-		caller.CanStream = accepts(r.Header.Get("Accept"), "text/event-stream")
-		h.call(w, r, msg, caller, nil)
+		return
 	}
+	if !isModern(r, req) {
+		h.legacy(w, r, req)
+		return
+	}
+	caller, f := modernCaller(r, req)
+	if f == nil && msg.Method == mcp.MethodToolsCall {
+		f = h.checkParamHeaders(r, req)
+	}
+	if f != nil {
+		writeError(w, f.status, msg.ID, f.err)
+		return
+	}
+	caller.CanStream = accepts(r.Header.Get("Accept"), "text/event-stream")
+	h.call(w, r, req, caller, nil)
 }
 
-func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, caller bridge.Caller, sess *session) {
+func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request, caller bridge.Caller, sess *session) {
 	// The call lives as long as this request: when the client goes, or a
 	// write to it fails (net/http then cancels the request's context), the
 	// bridge cancels toward the child.
-	c, err := h.b.Call(r.Context(), msg, caller)
+	c, err := h.b.Call(r.Context(), req, caller)
 	if err != nil {
-		h.fail(w, r, msg.ID, err)
+		h.fail(w, r, req.ID, err)
 		return
 	}
 	if sess != nil {
-		defer sess.track(msg.ID, c)()
+		defer sess.track(req.ID, c)()
 	}
 	if c.Streams() && caller.CanStream {
-		h.stream(w, r, c, msg.ID, nil)
+		h.stream(w, r, c, req.ID, nil)
 		return
 	}
 	for {
 		<-c.Wake()
-		notes, resp, err, done := c.Take()
+		notes, resp, done, err := c.Take()
 		if caller.CanStream && slices.ContainsFunc(notes, isRequest) {
 			// Something must reach the client before the answer (a question
 			// it is asked): nothing is written yet, so the answer can still
 			// become a stream.
-			h.stream(w, r, c, msg.ID, notes)
+			h.stream(w, r, c, req.ID, notes)
 			return
 		}
 		if !done {
 			continue // progress nobody asked a stream for has no place in JSON
 		}
 		if err != nil {
-			h.fail(w, r, msg.ID, err)
+			h.fail(w, r, req.ID, err)
 			return
 		}
 		status := http.StatusOK
@@ -154,7 +163,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Mes
 
 // stream answers with SSE: the call's notifications as they come, then the
 // response, then the end of the stream. Only this goroutine writes to w.
-func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c Call, id []byte, first [][]byte) {
+func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call, id []byte, first [][]byte) {
 	sse := newSSE(w, h.opts.ClientTimeout)
 	gone := func(err error) {
 		h.log.Info("client stopped taking the stream; its call is cancelled", "err", err,
@@ -182,7 +191,7 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c Call, id []b
 			}
 			continue
 		}
-		notes, resp, err, done := c.Take()
+		notes, resp, done, err := c.Take()
 		for _, n := range notes {
 			if err := sse.event(n); err != nil {
 				gone(err)
@@ -226,7 +235,7 @@ func asRPCError(err error) *jsonrpc.Error {
 func statusFor(code int) int {
 	switch code {
 	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidParams,
-		codeHeaderMismatch, codeMissingCapability, codeUnsupportedVersion:
+		mcp.CodeHeaderMismatch, mcp.CodeMissingCapability, mcp.CodeUnsupportedVersion:
 		return http.StatusBadRequest
 	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound

@@ -1,15 +1,14 @@
 package httpapi
 
 import (
-	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
-
-const headerParamPrefix = "Mcp-Param-"
 
 // checkParamHeaders compares a modern tools/call's Mcp-Param-* headers with
 // the arguments they mirror, per the tool's x-mcp-header annotations (from
@@ -17,24 +16,34 @@ const headerParamPrefix = "Mcp-Param-"
 // routed on the header, so the child must not act on a body that says
 // otherwise. A header is required when its argument is in the body, and
 // refused when it is not.
-func (h *handlers) checkParamHeaders(r *http.Request, msg *jsonrpc.Message) *rpcFailure {
-	var p struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal(msg.Params, &p)
-	annotations, err := h.b.ToolHeaders(r.Context(), p.Name)
+func (h *handlers) checkParamHeaders(r *http.Request, req *mcp.Request) *rpcFailure {
+	tool, _ := req.String(mcp.ParamName)
+	annotations, err := h.b.ToolHeaders(r.Context(), tool)
 	if err != nil {
 		// The call itself will meet the same trouble and say so.
-		h.log.Warn("cannot check Mcp-Param headers: the tool list is unavailable", "tool", p.Name, "err", err)
+		h.log.Warn("cannot check Mcp-Param headers: the tool list is unavailable", "tool", tool, "err", err)
 		return nil
 	}
+	args, _ := req.Param(mcp.ParamArguments)
 	for _, a := range annotations {
-		name := headerParamPrefix + a.Name
+		name := mcp.HeaderParamPrefix + a.Name
 		values := r.Header.Values(name)
-		sp, found, _ := jsonrpc.Lookup(msg.Params, append([]string{"arguments"}, a.Path...)...)
+		var sp jsonrpc.Span
+		var found bool
+		if args != nil {
+			sp, found, err = jsonrpc.Lookup(args, a.Path...)
+		}
+		if err != nil {
+			// The header mirrors a member the child could read otherwise.
+			var amb *jsonrpc.AmbiguousError
+			if errors.As(err, &amb) {
+				amb.Path = append([]string{"params", mcp.ParamArguments}, amb.Path...)
+			}
+			return refuse(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, err.Error(), nil)
+		}
 		var body []byte
 		if found {
-			body = msg.Params[sp.Start:sp.End]
+			body = args[sp.Start:sp.End]
 		}
 		absent := body == nil || string(body) == "null"
 		arg := "arguments." + strings.Join(a.Path, ".")
@@ -76,8 +85,8 @@ func headerSafe(v string) bool {
 func sameValue(body []byte, header string) bool {
 	switch body[0] {
 	case '"':
-		var s string
-		return json.Unmarshal(body, &s) == nil && s == header
+		s, ok := mcp.String(body)
+		return ok && s == header
 	case 't', 'f':
 		return string(body) == header
 	default:

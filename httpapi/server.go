@@ -15,61 +15,18 @@ import (
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
-// Backend is what the handlers need from the bridge.
+// Backend is what the handlers need from the bridge; *bridge.Bridge is
+// one, and tests use fakes.
 type Backend interface {
-	Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error)
+	Call(ctx context.Context, req *mcp.Request, caller bridge.Caller) (bridge.Call, error)
 	Notify(ctx context.Context, n *jsonrpc.Message) error
 	Respond(ctx context.Context, answer *jsonrpc.Message)
-	ToolHeaders(ctx context.Context, tool string) ([]bridge.ParamHeader, error)
+	ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error)
 	Ready() bool
 }
-
-// Call is one request in flight (see bridge.Call).
-type Call interface {
-	Wake() <-chan struct{}
-	Take() (notes [][]byte, resp []byte, err error, done bool)
-	Streams() bool
-	ErrorCode() int
-	Cancel(reason string)
-}
-
-// Bridge is what *bridge.Bridge and *bridge.Pool offer.
-type Bridge interface {
-	Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (*bridge.Call, error)
-	Notify(ctx context.Context, n *jsonrpc.Message) error
-	Respond(ctx context.Context, answer *jsonrpc.Message)
-	ToolHeaders(ctx context.Context, tool string) ([]bridge.ParamHeader, error)
-	Ready() bool
-}
-
-// FromBridge adapts a *bridge.Bridge or *bridge.Pool to Backend.
-func FromBridge(b Bridge) Backend { return bridgeBackend{b} }
-
-type bridgeBackend struct{ b Bridge }
-
-func (a bridgeBackend) Call(ctx context.Context, req *jsonrpc.Message, caller bridge.Caller) (Call, error) {
-	c, err := a.b.Call(ctx, req, caller)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func (a bridgeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
-	return a.b.Notify(ctx, n)
-}
-
-func (a bridgeBackend) Respond(ctx context.Context, answer *jsonrpc.Message) {
-	a.b.Respond(ctx, answer)
-}
-
-func (a bridgeBackend) ToolHeaders(ctx context.Context, tool string) ([]bridge.ParamHeader, error) {
-	return a.b.ToolHeaders(ctx, tool)
-}
-
-func (a bridgeBackend) Ready() bool { return a.b.Ready() }
 
 // Options configure the handlers. Zero values mean the documented defaults.
 type Options struct {

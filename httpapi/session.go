@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,9 +11,8 @@ import (
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
-
-const headerSession = "Mcp-Session-Id"
 
 // sessions are the gateway's own sessions with legacy (2025) clients. The
 // child is shared and stateless toward the gateway; a session holds what
@@ -34,7 +34,7 @@ type session struct {
 	mu       sync.Mutex
 	logLevel string
 	lastSeen time.Time
-	calls    map[string]Call // in flight, by the client's raw request id
+	calls    map[string]bridge.Call // in flight, by the client's raw request id
 	ended    bool
 }
 
@@ -44,17 +44,12 @@ func newSessions(max int, idle time.Duration) *sessions {
 
 // create starts a session for a legacy client's initialize. When the table
 // is full, the session idle longest gives way, if it has no call in flight.
-func (ss *sessions) create(params []byte) (*session, *rpcFailure) {
-	var p struct {
-		Capabilities json.RawMessage `json:"capabilities"`
-		ClientInfo   json.RawMessage `json:"clientInfo"`
-	}
-	_ = json.Unmarshal(params, &p)
+func (ss *sessions) create(caps, info []byte) (*session, *rpcFailure) {
 	var raw [16]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, refuse(http.StatusInternalServerError, jsonrpc.CodeInternalError, "cannot mint a session id: "+err.Error(), nil)
 	}
-	s := &session{id: hex.EncodeToString(raw[:]), caps: p.Capabilities, info: p.ClientInfo, lastSeen: time.Now(), calls: map[string]Call{}}
+	s := &session{id: hex.EncodeToString(raw[:]), caps: bytes.Clone(caps), info: bytes.Clone(info), lastSeen: time.Now(), calls: map[string]bridge.Call{}}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.sweepLocked()
@@ -144,7 +139,7 @@ func (s *session) busy() bool {
 func (s *session) end(reason string) {
 	s.mu.Lock()
 	calls := s.calls
-	s.calls = map[string]Call{}
+	s.calls = map[string]bridge.Call{}
 	s.ended = true
 	s.mu.Unlock()
 	for _, c := range calls {
@@ -167,7 +162,7 @@ func (s *session) setLogLevel(level string) {
 
 // track records a call in flight under the client's id, for its
 // notifications/cancelled; the returned func forgets it.
-func (s *session) track(clientID []byte, c Call) func() {
+func (s *session) track(clientID []byte, c bridge.Call) func() {
 	key := string(clientID)
 	s.mu.Lock()
 	ended := s.ended
@@ -190,18 +185,16 @@ func (s *session) track(clientID []byte, c Call) func() {
 
 // cancel cancels the call the client's notifications/cancelled names; an
 // id the session does not know (finished, or never sent) is ignored.
-func (s *session) cancel(params []byte) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-		Reason    string          `json:"reason"`
-	}
-	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+func (s *session) cancel(n *mcp.Request) {
+	id, ok := n.Param(mcp.ParamRequestID)
+	if !ok {
 		return
 	}
+	reason, _ := n.String(mcp.ParamReason)
 	s.mu.Lock()
-	c := s.calls[string(p.RequestID)]
+	c := s.calls[string(id)]
 	s.mu.Unlock()
 	if c != nil {
-		c.Cancel(p.Reason)
+		c.Cancel(reason)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
@@ -103,7 +104,7 @@ func TestLegacyCancellation(t *testing.T) {
 			t.Errorf("cancel status %d", resp.StatusCode)
 		}
 	}
-	if _, _, _, ended := c.Take(); ended {
+	if _, _, ended, _ := c.Take(); ended {
 		t.Fatal("a cancellation from another session, or for another id, ended the call")
 	}
 	resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow-1","reason":"user pressed stop"}}`, "Mcp-Session-Id", sid)
@@ -140,25 +141,25 @@ func TestSessionLimits(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ss := newSessions(2, time.Hour)
-		a, _ := ss.create(nil)
+		a, _ := ss.create(nil, nil)
 		time.Sleep(time.Minute)
-		b, _ := ss.create(nil)
+		b, _ := ss.create(nil, nil)
 		time.Sleep(time.Minute)
-		c, f := ss.create(nil)
+		c, f := ss.create(nil, nil)
 		if f != nil || ss.get(a.id) != nil || ss.get(b.id) == nil || ss.get(c.id) == nil {
 			t.Fatalf("a full table did not evict the session idle longest")
 		}
 		busy := &fakeCall{wake: make(chan struct{}, 1), ended: make(chan struct{})}
 		b.track([]byte("1"), busy)
 		c.track([]byte("1"), &fakeCall{wake: make(chan struct{}, 1), ended: make(chan struct{})})
-		if _, f := ss.create(nil); f == nil || f.status != http.StatusServiceUnavailable || f.err.Code != jsonrpc.CodeOverloaded {
+		if _, f := ss.create(nil, nil); f == nil || f.status != http.StatusServiceUnavailable || f.err.Code != jsonrpc.CodeOverloaded {
 			t.Errorf("a full table of busy sessions took another: %+v", f)
 		}
 		time.Sleep(2 * time.Hour)
 		if ss.get(b.id) == nil {
 			t.Error("a session with a call in flight expired")
 		}
-		d := &session{id: "d", lastSeen: time.Now(), calls: map[string]Call{}}
+		d := &session{id: "d", lastSeen: time.Now(), calls: map[string]bridge.Call{}}
 		ss.mu.Lock()
 		ss.byID["d"] = d
 		ss.mu.Unlock()

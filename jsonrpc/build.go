@@ -105,7 +105,10 @@ func NewErrorResponse(id []byte, e *Error) []byte {
 	return append(b, '}')
 }
 
-func appendString(b []byte, s string) []byte {
+func appendString(b []byte, s string) []byte { return append(b, Quote(s)...) }
+
+// Quote is s as a JSON string.
+func Quote(s string) []byte {
 	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
+	return q
 }

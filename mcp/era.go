@@ -84,12 +84,12 @@ func ModernRequest(r *Request, c Client, extra []byte) []jsonrpc.Edit {
 		value []byte
 	}
 	want := []entry{
-		{MetaProtocolVersion, []byte(strconv.Quote(Modern))},
+		{MetaProtocolVersion, jsonrpc.Quote(Modern)},
 		{MetaClientCapabilities, orEmpty(c.Capabilities)},
 		{MetaClientInfo, c.Info},
 	}
 	if c.LogLevel != "" {
-		want = append(want, entry{MetaLogLevel, []byte(strconv.Quote(c.LogLevel))})
+		want = append(want, entry{MetaLogLevel, jsonrpc.Quote(c.LogLevel)})
 	}
 	meta, hasMeta := r.ParamSpan(ParamMeta)
 	hasMeta = hasMeta && r.Raw[meta.Start] == '{'
@@ -101,7 +101,7 @@ func ModernRequest(r *Request, c Client, extra []byte) []jsonrpc.Edit {
 		if len(add) > 0 {
 			add = append(add, ',')
 		}
-		add = append(add, strconv.Quote(w.key)...)
+		add = append(add, jsonrpc.Quote(w.key)...)
 		add = append(add, ':')
 		add = append(add, w.value...)
 	}
@@ -168,7 +168,7 @@ func object(members ...member) []byte {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = append(out, strconv.Quote(m.key)...)
+		out = append(out, jsonrpc.Quote(m.key)...)
 		out = append(out, ':')
 		out = append(out, m.value...)
 	}
@@ -185,7 +185,7 @@ type member struct {
 // with the version the client asked for, when the gateway speaks it (the
 // newest legacy revision otherwise).
 func InitializeResult(childResult []byte, asked string) []byte {
-	version := []byte(strconv.Quote(negotiated(asked)))
+	version := jsonrpc.Quote(negotiated(asked))
 	if sp, ok, err := jsonrpc.Lookup(childResult, "protocolVersion"); ok && err == nil {
 		return jsonrpc.Splice(childResult, jsonrpc.Edit{Span: sp, New: version})
 	}
@@ -202,7 +202,7 @@ func InitializeFromDiscover(discover []byte, asked string, gatewayInfo []byte) [
 		info = gatewayInfo
 	}
 	return object(
-		member{"protocolVersion", []byte(strconv.Quote(negotiated(asked)))},
+		member{"protocolVersion", jsonrpc.Quote(negotiated(asked))},
 		member{"capabilities", orEmpty(jsonrpc.Get(discover, "capabilities"))},
 		member{"serverInfo", info},
 		member{"instructions", jsonrpc.Get(discover, "instructions")},
@@ -228,7 +228,7 @@ func DiscoverFromInitialize(initResult []byte) []byte {
 		meta = object(member{MetaServerInfo, info})
 	}
 	return object(
-		member{"resultType", []byte(strconv.Quote(ResultComplete))},
+		member{"resultType", jsonrpc.Quote(ResultComplete)},
 		member{"supportedVersions", []byte(`["` + Modern + `"]`)},
 		member{"capabilities", orEmpty(jsonrpc.Get(initResult, "capabilities"))},
 		member{"instructions", jsonrpc.Get(initResult, "instructions")},
@@ -250,12 +250,12 @@ type InputRequest struct {
 func InputRequired(reqs []InputRequest, state string) []byte {
 	var inner []member
 	for _, q := range reqs {
-		inner = append(inner, member{q.Key, object(member{"method", []byte(strconv.Quote(q.Method))}, member{"params", orEmpty(q.Params)})})
+		inner = append(inner, member{q.Key, object(member{"method", jsonrpc.Quote(q.Method)}, member{"params", orEmpty(q.Params)})})
 	}
 	return object(
-		member{"resultType", []byte(strconv.Quote(ResultInputRequired))},
+		member{"resultType", jsonrpc.Quote(ResultInputRequired)},
 		member{"inputRequests", object(inner...)},
-		member{"requestState", []byte(strconv.Quote(state))},
+		member{"requestState", jsonrpc.Quote(state)},
 	)
 }
 
@@ -304,7 +304,7 @@ func MissingCapabilities(names []string) *jsonrpc.Error {
 
 // Cancelled is the params of notifications/cancelled for a request.
 func Cancelled(requestID int64, reason string) []byte {
-	return object(member{"requestId", jsonrpc.Int(requestID)}, member{"reason", []byte(strconv.Quote(reason))})
+	return object(member{"requestId", jsonrpc.Int(requestID)}, member{"reason", jsonrpc.Quote(reason)})
 }
 
 // ErrorCode is the code of an error object; ok is false when it has none
@@ -335,7 +335,7 @@ func HasCapability(caps []byte, name string) bool {
 
 // Implementation is an Implementation object (clientInfo, serverInfo).
 func Implementation(name, version string) []byte {
-	return object(member{"name", []byte(strconv.Quote(name))}, member{"version", []byte(strconv.Quote(version))})
+	return object(member{"name", jsonrpc.Quote(name)}, member{"version", jsonrpc.Quote(version)})
 }
 
 // RelayedCapabilities are the client capabilities the gateway declares to
@@ -347,7 +347,7 @@ const RelayedCapabilities = `{"sampling":{},"elicitation":{},"roots":{}}`
 // child.
 func InitializeParams(clientInfo []byte) []byte {
 	return object(
-		member{"protocolVersion", []byte(strconv.Quote(LatestLegacy))},
+		member{"protocolVersion", jsonrpc.Quote(LatestLegacy)},
 		member{"capabilities", []byte(RelayedCapabilities)},
 		member{"clientInfo", clientInfo},
 	)
@@ -358,7 +358,7 @@ func InitializeParams(clientInfo []byte) []byte {
 // members (a comma-separated run; nil for none).
 func ModernParams(clientInfo []byte, more []byte) []byte {
 	meta := object(
-		member{MetaProtocolVersion, []byte(strconv.Quote(Modern))},
+		member{MetaProtocolVersion, jsonrpc.Quote(Modern)},
 		member{MetaClientCapabilities, []byte("{}")},
 		member{MetaClientInfo, clientInfo},
 	)

@@ -93,6 +93,8 @@ func TestRead(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":"x"}}`:                     jsonrpc.CodeInvalidParams,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":true}}}`:  jsonrpc.CodeInvalidParams,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":null}}}`:  jsonrpc.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":{}}}}`:    jsonrpc.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":[1]}}}`:   jsonrpc.CodeInvalidParams,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":-1.5}}}`:  0,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":null}}`:                    0,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":[1,{"name":1,"name":2}]}`:           0,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 	"github.com/stdiomcp/gateway/stdio"
 )
 
@@ -69,11 +70,15 @@ func BenchmarkCall(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c, err := br.Call(context.Background(), m, bridge.Caller{})
+			req, err := mcp.Read(m)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if resp, err := c.Wait(); err != nil || !strings.Contains(string(resp), `"benchmark"`) {
+			c, err := br.Call(context.Background(), req, bridge.Caller{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if resp, err := waitCall(c); err != nil || !strings.Contains(string(resp), `"benchmark"`) {
 				b.Fatalf("answer %s, %v", resp, err)
 			}
 		}
@@ -83,6 +88,16 @@ func BenchmarkCall(b *testing.B) {
 		g := startGateway(b, []string{"GATEWAY_LOG_LEVEL=info"})
 		echoCalls(b, g.URL)
 	})
+}
+
+// waitCall waits for the call's end and returns its answer.
+func waitCall(c bridge.Call) ([]byte, error) {
+	for {
+		<-c.Wake()
+		if _, resp, done, err := c.Take(); done {
+			return resp, err
+		}
+	}
 }
 
 // echoCalls times b.N echo calls to the gateway at url, one after another.

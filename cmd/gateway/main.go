@@ -24,7 +24,17 @@ import (
 
 const version = "0.1.0"
 
-var _ bridge.Transport = (*stdio.Process)(nil)
+// The bridge serves a child through these: what stdio.Process offers decides
+// how a wedged child is killed, when a broken pipe ends a child, and how
+// the child's questions that come together are batched. A rename in
+// either package must not change that silently.
+var (
+	_ bridge.Transport      = (*stdio.Process)(nil)
+	_ bridge.Breaker        = (*stdio.Process)(nil)
+	_ bridge.Bufferer       = (*stdio.Process)(nil)
+	_ bridge.Killer         = (*stdio.Process)(nil)
+	_ bridge.SkippedMessage = (*stdio.TooLongError)(nil)
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -105,7 +115,7 @@ func childCommand(cfg Config, childArgs []string, log *slog.Logger) ([]string, e
 }
 
 func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) error {
-	b := newPool(cfg, argv, log)
+	b := newBridge(cfg, argv, log)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		b.Close(context.Background())
@@ -170,7 +180,7 @@ func queueSize(n int) int {
 // drain lets the calls in flight finish within grace while new ones are
 // refused and /readyz says 503, so that a load balancer moves traffic
 // elsewhere. A second SIGINT or SIGTERM ends the grace period at once.
-func drain(b *bridge.Pool, grace time.Duration, log *slog.Logger) {
+func drain(b *bridge.Bridge, grace time.Duration, log *slog.Logger) {
 	again := make(chan os.Signal, 1)
 	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(again)
@@ -191,8 +201,8 @@ func drain(b *bridge.Pool, grace time.Duration, log *slog.Logger) {
 	log.Info("calls in flight finished")
 }
 
-// newPool starts the children: argv, as many as cfg says, supervised.
-func newPool(cfg Config, argv []string, log *slog.Logger) *bridge.Pool {
+// newBridge starts the children: argv, as many as cfg says, supervised.
+func newBridge(cfg Config, argv []string, log *slog.Logger) *bridge.Bridge {
 	start := func(context.Context) (bridge.Transport, error) {
 		return stdio.Start(stdio.Config{
 			Path:            argv[0],
@@ -205,7 +215,7 @@ func newPool(cfg Config, argv []string, log *slog.Logger) *bridge.Pool {
 			Logger:          log.With("child", argv[0]),
 		})
 	}
-	return bridge.NewPool(start, bridge.Options{
+	return bridge.New(start, bridge.Options{
 		Era:              bridge.Era(cfg.Era),
 		IdleTimeout:      cfg.CallIdleTimeout,
 		MaxDuration:      cfg.CallMaxDuration,
@@ -214,21 +224,20 @@ func newPool(cfg Config, argv []string, log *slog.Logger) *bridge.Pool {
 		RestartMin:       cfg.RestartDelayMin,
 		RestartMax:       cfg.RestartDelayMax,
 		WedgeTimeout:     wedgeTimeout(cfg.WedgeTimeout),
+		Workers:          cfg.Workers,
+		MaxInFlight:      cfg.MaxInFlight,
+		QueueSize:        queueSize(cfg.QueueSize),
+		QueueTimeout:     cfg.QueueTimeout,
+		MaxListens:       cfg.MaxListens,
 		ClientVersion:    version,
 		Logger:           log,
-	}, bridge.PoolOptions{
-		Workers:      cfg.Workers,
-		MaxInFlight:  cfg.MaxInFlight,
-		QueueSize:    queueSize(cfg.QueueSize),
-		QueueTimeout: cfg.QueueTimeout,
-		MaxListens:   cfg.MaxListens,
 	})
 }
 
 // newHandler is the HTTP front door on b. loopback says whether the
 // listener is on a loopback address (see httpapi.Options).
-func newHandler(cfg Config, b *bridge.Pool, loopback bool, log *slog.Logger) http.Handler {
-	return httpapi.New(httpapi.FromBridge(b), httpapi.Options{
+func newHandler(cfg Config, b *bridge.Bridge, loopback bool, log *slog.Logger) http.Handler {
+	return httpapi.New(b, httpapi.Options{
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		KeepAlive:      cfg.SSEKeepAlive,
 		ClientTimeout:  cfg.ClientTimeout,

@@ -54,7 +54,7 @@ func TestSoak(t *testing.T) {
 	cfg.RestartDelayMin, cfg.RestartDelayMax = 10*time.Millisecond, 200*time.Millisecond
 	rec := &logRecorder{}
 	log := slog.New(rec)
-	pool := newPool(cfg, []string{gatewayBin, "demo"}, log)
+	pool := newBridge(cfg, []string{gatewayBin, "demo"}, log)
 	srv := httptest.NewServer(newHandler(cfg, pool, true, log))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	ready, cancelReady := context.WithTimeout(context.Background(), time.Minute)
@@ -115,8 +115,8 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	st := pool.Stats()
-	if st.Pending != 0 || st.InFlight != 0 || st.Queued != 0 {
-		t.Errorf("after the load: %+v, want nothing pending, in flight or queued", st)
+	if st.Pending != 0 || st.InFlight != 0 || st.Queued != 0 || st.InternalErrors != 0 {
+		t.Errorf("after the load: %+v, want nothing pending, in flight or queued, and no broken invariant", st)
 	}
 	t.Logf("requests %d, kills %d, restarts %d, late responses %d; %v", len(s.outcomes), kills, st.Restarts, st.LateResponses, counts)
 	if len(s.outcomes) < 100 || kills == 0 || counts["ok"] == 0 || len(s.aborted) == 0 {

@@ -1,0 +1,263 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+// maxReplies bounds the goroutines answering the child's own requests; a
+// child that floods requests gets the excess dropped (and logged) rather
+// than growing the gateway without limit.
+const maxReplies = 64
+
+// child is one child process from start to exit: its transport, the
+// exchanges pending on it and what its handshake learned.
+type child struct {
+	w   *worker
+	b   *Bridge
+	t   Transport
+	log *slog.Logger
+
+	mu         sync.Mutex
+	pending    map[int64]*exchange
+	ended      error          // why the child's service ended; nil while it serves
+	listeners  []*call        // listens built on a legacy child
+	subscribed map[string]int // a legacy child's resource subscriptions, by listener count
+	logLevel   string         // the level last set on a legacy child; "" for its default
+
+	done     chan struct{} // closed when the reader has stopped and every call has ended
+	ready    bool          // handshake done; guarded by worker.mu
+	replies  atomic.Int32
+	lastRead atomic.Int64 // when the child last wrote, in Unix nanoseconds (see watch)
+	due      []*exchange  // to park once the child's questions that came together are all in; reader only
+
+	tools toolCache // the child's x-mcp-header annotations
+
+	// era is set by the handshake and read by the reader too, which runs
+	// during the handshake: see eraNow.
+	era atomic.Value
+
+	// Set by the handshake, read-only afterwards.
+	initResult     []byte // a legacy child's InitializeResult
+	discoverResult []byte // a modern child's DiscoverResult
+	logs           bool   // a legacy child with the logging capability
+}
+
+func newChild(w *worker, t Transport) *child {
+	ch := &child{
+		w:          w,
+		b:          w.b,
+		t:          t,
+		log:        w.log,
+		pending:    make(map[int64]*exchange),
+		subscribed: map[string]int{},
+		done:       make(chan struct{}),
+	}
+	ch.touch()
+	return ch
+}
+
+func (ch *child) endErr() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.ended
+}
+
+// eraNow is the child's era, once the handshake has found it; "" before.
+func (ch *child) eraNow() Era {
+	e, _ := ch.era.Load().(Era)
+	return e
+}
+
+func (ch *child) setEra(e Era) { ch.era.Store(e) }
+
+// pendingCount is how many requests of clients wait for the child; the
+// gateway's own (handshake, probes) do not count.
+func (ch *child) pendingCount() int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	n := 0
+	for _, ex := range ch.pending {
+		if !ex.internal {
+			n++
+		}
+	}
+	return n
+}
+
+// register adds an exchange unless the child's service has ended.
+func (ch *child) register(ex *exchange) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.ended != nil {
+		return ch.ended
+	}
+	ch.pending[ex.id] = ex
+	return nil
+}
+
+// claim retires an exchange: it takes it out of the pending table, so that
+// a late answer is dropped. It fails when the exchange was taken already
+// (answered, failed, retired).
+func (ch *child) claim(ex *exchange) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.pending[ex.id] != ex {
+		return false
+	}
+	delete(ch.pending, ex.id)
+	return true
+}
+
+func (ch *child) claimID(id int64) *exchange {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ex := ch.pending[id]
+	delete(ch.pending, id)
+	return ex
+}
+
+func (ch *child) isPending(ex *exchange) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.pending[ex.id] == ex
+}
+
+func (ch *child) lookup(id int64) *exchange {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.pending[id]
+}
+
+// inFlight is a snapshot of the pending exchanges, for code that looks
+// into them (which takes exchange.mu, outside child.mu).
+func (ch *child) inFlight() []*exchange {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	all := make([]*exchange, 0, len(ch.pending))
+	for _, ex := range ch.pending {
+		all = append(all, ex)
+	}
+	return all
+}
+
+// claimAll empties the pending table and marks the child's service ended,
+// so that no exchange can be registered after it. An earlier reason
+// stands.
+func (ch *child) claimAll(why error) ([]*exchange, error) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.ended == nil {
+		ch.ended = why
+	}
+	all := make([]*exchange, 0, len(ch.pending))
+	for id, ex := range ch.pending {
+		all = append(all, ex)
+		delete(ch.pending, id)
+	}
+	return all, ch.ended
+}
+
+// kill ends the child's service from outside the reader: the calls pending
+// fail at once, and the transport is closed, which makes the reader stop.
+// A wedged child is killed outright where the transport can (see Killer):
+// it would not read its closed stdin.
+func (ch *child) kill(why error) {
+	exs, why := ch.claimAll(why)
+	ch.failAll(exs, why)
+	k, hard := ch.t.(Killer)
+	ch.w.bg.spawn(func() {
+		if hard && errors.Is(why, errWedged) {
+			_ = k.Kill()
+			return
+		}
+		ch.t.Close()
+	})
+}
+
+// end fails every pending call at once when the reader stops: their answers
+// can no longer come.
+func (ch *child) end(readErr error) {
+	why := errors.New("the child process exited")
+	if !isEOF(readErr) {
+		why = fmt.Errorf("reading from the child failed: %w", readErr)
+	}
+	exs, why := ch.claimAll(why)
+	ch.failAll(exs, why)
+	level := slog.LevelWarn
+	var e *jsonrpc.Error
+	if errors.As(why, &e) && e.Code == jsonrpc.CodeShutdown {
+		level = slog.LevelInfo
+	}
+	ch.log.Log(context.Background(), level, "child session ended", "err", why, "failed_calls", len(exs))
+	// Close is idempotent: stopping the child here reaps it and its group.
+	ch.t.Close()
+}
+
+// failAll ends the calls of exchanges taken from a child whose service has
+// ended, and its listens: their clients should call, or listen, again.
+func (ch *child) failAll(exs []*exchange, why error) {
+	for _, ex := range exs {
+		again := "the call was lost"
+		if ex.method == mcp.MethodListen {
+			again = "listen again"
+		}
+		ex.fail(errUnavailable(fmt.Sprintf("%v; %s", why, again)))
+	}
+	ch.endListeners(errUnavailable(fmt.Sprintf("%v; listen again", why)))
+}
+
+// shutdown cancels every pending call, telling the child about each one
+// that reached it, then stops the child.
+func (ch *child) shutdown(ctx context.Context) {
+	exs, _ := ch.claimAll(errShutdown())
+	for _, ex := range exs {
+		ex.fail(errShutdown())
+		if ex.sentOrWanted("gateway shutting down") {
+			ch.writeCancel(ctx, ex, "gateway shutting down")
+		}
+	}
+	ch.endListeners(errShutdown())
+	ch.t.Close()
+	<-ch.done
+}
+
+// toChild writes an answer to one of the child's own requests.
+func (ch *child) toChild(ctx context.Context, line []byte, method string) {
+	ctx, cancel := context.WithTimeout(ctx, ch.b.opts.CancelTimeout)
+	defer cancel()
+	if err := ch.t.WriteMessage(ctx, line); err != nil {
+		ch.log.Warn("could not answer the child's request", "method", method, "err", err)
+		return
+	}
+	ch.log.Debug("answered the child's request", "method", method)
+}
+
+// refuseChild answers one of the child's requests with an error, without
+// waiting for the write.
+func (ch *child) refuseChild(id []byte, method, why string) {
+	reply := jsonrpc.NewErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: why})
+	ch.log.Info("refused the child's request", "method", method, "id", string(id), "why", why)
+	ch.reply(reply, method)
+}
+
+// reply writes an answer to one of the child's requests in the background,
+// at most maxReplies at once.
+func (ch *child) reply(line []byte, method string) {
+	if ch.replies.Add(1) > maxReplies {
+		ch.replies.Add(-1)
+		ch.log.Warn("too many replies to the child in flight; dropped one", "method", method)
+		return
+	}
+	ch.w.bg.spawn(func() {
+		defer ch.replies.Add(-1)
+		ch.toChild(context.Background(), line, method)
+	})
+}

@@ -1,0 +1,74 @@
+// Package bridge multiplexes many clients' JSON-RPC requests onto stdio MCP
+// children.
+//
+// Every request gets a gateway-allocated id that is never reused; the
+// client's id and progress token are put back on the way out, byte for
+// byte. A client that goes away is retired at once and the child is told
+// with notifications/cancelled. The bridge speaks to children of either MCP
+// era, restarts a child that exits, and spreads calls over a pool of
+// children.
+//
+// # Layout
+//
+// From the front to the child:
+//
+//   - Bridge (bridge.go, pool.go) is the one type callers use: it picks a
+//     worker for each call, holds the slots and the queue, and owns what the
+//     workers share (the id counter, the questions).
+//   - worker (worker.go) keeps one child running: start, handshake
+//     (handshake.go), readiness, restart with backoff, wedge detection
+//     (watchdog.go).
+//   - child (child.go, read.go) is one child process from start to exit: its
+//     transport, the table of exchanges pending on it, and the one goroutine
+//     that reads it.
+//   - exchange (exchange.go) is one request as the child sees it, under a
+//     gateway id, from its write until the child answers or is told to
+//     cancel.
+//   - call (call.go, mailbox.go) is one request as its client sees it (the
+//     Call interface): one exchange, or several in a row when a 2026 child
+//     needs input from a 2025 client.
+//   - questions (questions.go, park.go, inputs.go) are the child's questions
+//     for clients in the middle of a call, and the calls parked for a 2026
+//     client's retry.
+//   - listen.go, logs.go, tools.go, notify.go: subscriptions/listen, log
+//     routing, the x-mcp-header cache, client notifications.
+//
+// # How a call ends
+//
+// A call ends exactly once. Every ending first claims the call
+// (call.claim, under call.mu) and only the winner delivers the end to the
+// client (call.deliver); delivering twice is a bug, reported through
+// Options.OnInternalError. The verbs:
+//
+//   - end: claim and deliver; reports false when another ending came first.
+//   - answer: the child's response, taken from the pending table by the
+//     reader, ends the call.
+//   - abort: the call ends without the child's response (the client left,
+//     cancelled or timed out, or the request could not be written): its
+//     exchange is retired, then the child is told, unless it never got the
+//     request.
+//   - fail: the child is gone (it exited, was killed, or the gateway stops):
+//     every pending exchange is taken at once and each call ends with an
+//     error.
+//   - park: a 2025 child asked a 2026 client something; the call ends with
+//     an InputRequiredResult while its exchange stays pending.
+//   - resume: the client's retry takes over a parked exchange.
+//   - abandon: a parked exchange whose retry never came is retired and
+//     cancelled.
+//   - retire: take an exchange out of the pending table, so that a late
+//     answer is dropped. It is part of an ending, never an ending by
+//     itself.
+//
+// # Locks
+//
+// Each lock guards the fields listed under it in its struct. They nest only
+// in this order, outer first:
+//
+//	Bridge.mu → worker.mu → child.mu
+//	questions.mu → exchange.mu → child.mu
+//	questions.mu → call.mu
+//
+// call.mu, mailbox.mu, toolCache.mu and background.mu are leaves: nothing
+// else is locked while one is held. No lock is held while writing to a
+// child or waiting for anything.
+package bridge

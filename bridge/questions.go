@@ -1,0 +1,334 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+// questions are the questions for clients in the middle of their calls, and
+// the calls parked for a 2026 client's retry, across the workers:
+//
+//   - a legacy child asks its client (sampling, elicitation, roots) with a
+//     request of its own. A legacy client gets it on the call's stream and
+//     answers with a POSTed response (byID); a modern client gets every
+//     question asked together in one InputRequiredResult, the call is
+//     parked, and the client's retry resumes it (park.go).
+//   - a modern child answers a legacy client's call with an
+//     InputRequiredResult; the client is asked each question on its stream
+//     and, once all are answered, the call goes on with a retry to the
+//     child (inputs.go).
+type questions struct {
+	key [32]byte // signs the requestState of parked calls; set once
+
+	mu     sync.Mutex
+	byID   map[string]*ask       // questions a legacy client answers with a response, by the id it was sent with
+	open   map[*exchange]*asking // the questions a legacy child asked during an exchange, and its parking
+	parked map[int64]*exchange   // exchanges waiting for a modern client's retry, by gateway id
+	inputs map[*call]*inputs     // a modern child's input requests that a legacy client is answering
+}
+
+func newQuestions() *questions {
+	q := &questions{byID: map[string]*ask{}, open: map[*exchange]*asking{}, parked: map[int64]*exchange{}, inputs: map[*call]*inputs{}}
+	_, _ = rand.Read(q.key[:])
+	return q
+}
+
+// ask is one question for a client. The client sees it as a JSON-RPC
+// request whose id is random, so that only the client it was sent to can
+// answer it.
+type ask struct {
+	id     string // the id the client sees, a JSON string
+	method string
+	params []byte
+	key    string // its key in an InputRequiredResult
+
+	// A legacy child's request, answered under the child's own id.
+	ex      *exchange
+	childID []byte
+	// Or a modern child's input request, collected for the call's retry.
+	call *call
+}
+
+func newAskID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return strconv.Quote("gw-" + hex.EncodeToString(b[:]))
+}
+
+// request is the ask as the client receives it.
+func (a *ask) request() []byte {
+	return jsonrpc.NewRequestRaw([]byte(a.id), a.method, a.params)
+}
+
+// asking is an exchange's questions from a legacy child, and, while the
+// exchange is parked, what its retry needs.
+type asking struct {
+	asks    []*ask   // not yet answered, in the order asked
+	missing []string // capabilities asked for that the modern client lacks
+
+	// While parked.
+	parkedFor Caller
+	round     int              // how many times the exchange has been parked
+	slot      *slot            // the call's slot, held for the retry
+	timer     *time.Timer      // abandons the parking when no retry comes
+	final     *jsonrpc.Message // the child's answer, when it came while parked
+}
+
+// inputKey names a legacy child's question in an InputRequiredResult: its
+// request id, which is what identifies it, without the quotes of a string.
+func inputKey(id []byte) string {
+	if s, err := strconv.Unquote(string(id)); err == nil && len(id) > 0 && id[0] == '"' {
+		return s
+	}
+	return string(id)
+}
+
+// question routes a legacy child's request to the client of the call it
+// belongs to. On stdio nothing in the request says which call that is, so
+// it goes only where the gateway can tell: the one call in flight, if its
+// client can answer (it declared the capability, and can take a stream or
+// is a modern client). Otherwise the child is answered with an error at
+// once, so it never waits on the gateway. Only the reader calls it.
+func (ch *child) question(m *jsonrpc.Message) {
+	capability := mcp.CapabilityFor(m.Method)
+	if capability == "" {
+		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("the gateway does not serve %s to the child", m.Method))
+		return
+	}
+	ex := ch.onlyExchange()
+	if ex == nil {
+		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("no single call in flight whose client could answer %s", m.Method))
+		return
+	}
+	ex.asked.Store(true)
+	a := &ask{id: newAskID(), method: m.Method, params: m.Params, ex: ex, childID: m.ID, key: inputKey(m.ID)}
+	r := ch.b.q.route(ex, a, capability)
+	if r.due {
+		ch.due = append(ch.due, ex)
+	}
+	switch {
+	case r.refuse != "":
+		ch.refuseChild(m.ID, m.Method, r.refuse)
+	case r.answer != nil:
+		// The client's request already carries the answer.
+		ch.reply(jsonrpc.NewResult(a.childID, r.answer), a.method)
+	case r.relay != nil:
+		r.relay.box.note(a.request(), noteAsk)
+	}
+}
+
+// routing is what question does with a question.
+type routing struct {
+	refuse string // answer the child with this error
+	answer []byte // answer the child with this result
+	relay  *call  // send the question to this call's legacy client
+	due    bool   // park the exchange once the reader has read what came with it
+}
+
+func (q *questions) route(ex *exchange, a *ask, capability string) routing {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := ex.owner()
+	caller := c.callerOrZero()
+	parked := q.parked[ex.id] == ex
+	switch {
+	case parked:
+		caller = q.open[ex].parkedFor
+	case c == nil || !ex.ch.isPending(ex):
+		// Ended: its end has closed its questions already.
+		return routing{refuse: "the request it belongs to has ended"}
+	}
+	st := q.open[ex]
+	if st == nil {
+		st = &asking{}
+		q.open[ex] = st
+	}
+	var r routing
+	switch {
+	case !mcp.HasCapability(caller.Capabilities, capability):
+		if caller.Modern && !parked && capability != mcp.CapRoots {
+			// If nothing the child asks can be asked, the call needs a
+			// capability the client lacks: -32021, decided in park. Not for
+			// roots: servers ask for them on their own schedule (after
+			// initialize, on list changes), so a roots/list that happens to
+			// come during a call says nothing about the call.
+			st.missing = append(st.missing, capability)
+			r.due = true
+		}
+		r.refuse = "the client did not declare the " + capability + " capability"
+		return r
+	case !caller.Modern && !caller.CanStream:
+		return routing{refuse: "the client cannot take a stream, so it cannot be asked " + a.method}
+	}
+	if caller.Modern && !parked {
+		if answer, ok := c.inputResponse(a.key); ok {
+			return routing{answer: answer}
+		}
+	}
+	for _, other := range st.asks {
+		if other.key == a.key {
+			a.key += "#" + strconv.Itoa(len(st.asks))
+		}
+	}
+	st.asks = append(st.asks, a)
+	if caller.Modern {
+		// A 2026-07-28 client is asked with an InputRequiredResult and
+		// answers with a retry (see park.go); the call is parked once the
+		// questions that arrived together are all in, so that one result
+		// carries them all.
+		return routing{due: !parked}
+	}
+	q.byID[a.id] = a
+	return routing{relay: c}
+}
+
+func (c *call) callerOrZero() Caller {
+	if c == nil {
+		return Caller{}
+	}
+	return c.caller
+}
+
+// inputResponse is the answer the call's own request carries for key, in
+// its inputResponses: a 2026-07-28 request may supply input up front.
+func (c *call) inputResponse(key string) ([]byte, bool) {
+	if c.req == nil {
+		return nil, false
+	}
+	responses, _ := c.req.Param(mcp.ParamInputResponses)
+	answer := jsonrpc.Get(responses, key)
+	if len(answer) == 0 || answer[0] != '{' {
+		return nil, false
+	}
+	return answer, true
+}
+
+// onlyExchange is the exchange a question from the child belongs to, when
+// the gateway can tell: the one call in flight, or, with none, the one call
+// parked waiting for its client's answers. nil otherwise.
+func (ch *child) onlyExchange() *exchange {
+	var active, parked []*exchange
+	for _, ex := range ch.inFlight() {
+		if ex.internal || ex.method == mcp.MethodListen {
+			continue
+		}
+		if ex.owner() != nil {
+			active = append(active, ex)
+		} else {
+			parked = append(parked, ex)
+		}
+	}
+	switch {
+	case len(active) == 1:
+		return active[0]
+	case len(active) == 0 && len(parked) == 1:
+		return parked[0]
+	}
+	return nil
+}
+
+// respond delivers a client's answer to the question it answers, and
+// reports whether one waited for it.
+func (q *questions) respond(ctx context.Context, m *jsonrpc.Message) bool {
+	q.mu.Lock()
+	a := q.byID[string(m.ID)]
+	if a == nil {
+		q.mu.Unlock()
+		return false
+	}
+	delete(q.byID, a.id)
+	if a.ex != nil {
+		if st := q.open[a.ex]; st != nil {
+			st.asks = slices.DeleteFunc(st.asks, func(o *ask) bool { return o == a })
+		}
+	}
+	q.mu.Unlock()
+	if a.call != nil {
+		q.inputAnswered(a, m)
+		return true
+	}
+	idSpan, _ := m.IDSpan()
+	a.ex.ch.toChild(ctx, jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: idSpan, New: a.childID}), a.method)
+	return true
+}
+
+// answered is the child's answer to an exchange that asked questions: they
+// end with it. A parked exchange keeps the answer for its retry and answered
+// returns nil; otherwise it returns the exchange's call.
+func (q *questions) answered(ex *exchange, m *jsonrpc.Message) *call {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := q.open[ex]
+	if st != nil && q.parked[ex.id] == ex {
+		st.final = m
+		q.forgetLocked(st.asks)
+		st.asks = nil
+		return nil
+	}
+	// Not parked, so it holds no slot.
+	q.closeLocked(ex)
+	return ex.owner()
+}
+
+// close drops an exchange's questions and its parking, if any, for an
+// exchange that has ended, and returns the questions the child still waits
+// for.
+func (q *questions) close(ex *exchange) []*ask {
+	q.mu.Lock()
+	asks, s := q.closeLocked(ex)
+	q.mu.Unlock()
+	s.release()
+	return asks
+}
+
+// refuseAll closes an exchange whose request was cancelled: the child still
+// waits for the answers to its questions, so each gets an error.
+func (q *questions) refuseAll(ex *exchange, why string) {
+	for _, a := range q.close(ex) {
+		ex.ch.refuseChild(a.childID, a.method, why)
+	}
+}
+
+// closeLocked forgets an exchange's questions and parking. It returns the
+// questions, and the slot a parking held, for the caller to release once
+// q.mu is no longer held.
+func (q *questions) closeLocked(ex *exchange) ([]*ask, *slot) {
+	st := q.open[ex]
+	if st == nil {
+		return nil, nil
+	}
+	delete(q.open, ex)
+	q.forgetLocked(st.asks)
+	var s *slot
+	if q.parked[ex.id] == ex {
+		delete(q.parked, ex.id)
+		st.timer.Stop()
+		s = st.slot
+	}
+	return st.asks, s
+}
+
+func (q *questions) forgetLocked(asks []*ask) {
+	for _, a := range asks {
+		delete(q.byID, a.id)
+	}
+}
+
+// flushParks parks the exchanges whose questions are all in (see
+// question). Only the reader calls it, between messages.
+func (ch *child) flushParks() {
+	for _, ex := range ch.due {
+		ch.park(ex)
+	}
+	clear(ch.due)
+	ch.due = ch.due[:0]
+}

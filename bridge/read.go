@@ -1,0 +1,174 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+// readLoop is the only reader of the child. It never blocks on a client:
+// deliveries go to mailboxes, and writes back to the child go through
+// goroutines.
+func (ch *child) readLoop() {
+	defer close(ch.done)
+	for {
+		line, err := ch.t.ReadMessage()
+		ch.touch()
+		if err != nil {
+			var skipped SkippedMessage
+			if errors.As(err, &skipped) {
+				ch.oversized(skipped)
+				continue
+			}
+			ch.end(err)
+			return
+		}
+		ch.dispatchLine(line)
+		if br, ok := ch.t.(Bufferer); !ok || !br.Buffered() {
+			ch.flushParks()
+		}
+	}
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+func (ch *child) dispatchLine(line []byte) {
+	if len(line) > 0 && line[0] == '[' {
+		// A 2025-03-26 child may batch; each element is a message of its own.
+		spans, err := jsonrpc.Elements(line)
+		if err != nil {
+			ch.log.Warn("child wrote a line that is not JSON; skipped", "err", err, "size", len(line), "head", head(line))
+			return
+		}
+		for _, sp := range spans {
+			// Capped at its end, so that nothing edits a neighbour in place.
+			ch.dispatch(line[sp.Start:sp.End:sp.End])
+		}
+		return
+	}
+	ch.dispatch(line)
+}
+
+func (ch *child) dispatch(raw []byte) {
+	m, err := jsonrpc.Parse(raw)
+	if err != nil {
+		ch.log.Warn("child wrote a message that is not JSON-RPC; skipped", "err", err, "size", len(raw), "head", head(raw))
+		return
+	}
+	ch.log.Debug("from child", "method", m.Method, "id", string(m.ID), "size", len(raw))
+	switch m.Kind {
+	case jsonrpc.KindResponse:
+		ch.response(m)
+	case jsonrpc.KindNotification:
+		ch.notification(m)
+	case jsonrpc.KindRequest:
+		ch.childRequest(m)
+	}
+}
+
+func (ch *child) response(m *jsonrpc.Message) {
+	id, ok := m.IDInt()
+	if !ok {
+		ch.b.unknown.Add(1)
+		ch.log.Warn("child answered an id the gateway never sent; dropped", "id", string(m.ID))
+		return
+	}
+	ex := ch.claimID(id)
+	if ex == nil {
+		if id > 0 && id <= ch.b.ids.Load() {
+			ch.b.late.Add(1)
+			ch.log.Debug("dropped late response", "id", id)
+		} else {
+			ch.b.unknown.Add(1)
+			ch.log.Warn("child answered an id the gateway never sent; dropped", "id", id)
+		}
+		return
+	}
+	ex.answered(m)
+}
+
+// oversized handles a line that was too long to keep: if its start names a
+// pending call, that call fails now instead of waiting for its timeout.
+func (ch *child) oversized(e SkippedMessage) {
+	size, h := e.Skipped()
+	ch.log.Warn("child wrote a message over the size limit; skipped", "err", e, "size", size, "head", head(h))
+	raw, ok := jsonrpc.PrefixMember(h, "id")
+	if !ok {
+		return
+	}
+	id, ok := (&jsonrpc.Message{ID: raw}).IDInt()
+	if !ok {
+		return
+	}
+	if ex := ch.claimID(id); ex != nil {
+		ex.fail(jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large",
+			fmt.Sprintf("the child's response (%d bytes) exceeded the gateway's message size limit: %v", size, e)))
+	}
+}
+
+func (ch *child) notification(m *jsonrpc.Message) {
+	switch m.Method {
+	case mcp.NoteProgress:
+		ch.progress(m)
+	case mcp.NoteMessage:
+		ch.routeLog(m)
+	case mcp.NoteCancelled:
+		// A modern child ends a listen this way; a legacy child gives up on a
+		// question of its own, which needs nothing.
+		if id, err := strconv.ParseInt(string(jsonrpc.Get(m.Params, mcp.ParamRequestID)), 10, 64); err == nil {
+			ch.endListen(id)
+		}
+	case mcp.NoteToolsChanged, mcp.NotePromptsChanged, mcp.NoteResourcesChanged, mcp.NoteResourceUpdated:
+		if m.Method == mcp.NoteToolsChanged {
+			ch.tools.invalidate()
+		}
+		if ch.eraNow() == EraLegacy {
+			ch.fanOut(m)
+			return
+		}
+		ch.relayTagged(m)
+	default:
+		if !ch.relayTagged(m) {
+			ch.log.Debug("child notification", "method", m.Method)
+		}
+	}
+}
+
+// progress routes a progress notification to the call whose token it names
+// (the gateway's token is the exchange's id) and restores the client's
+// token.
+func (ch *child) progress(m *jsonrpc.Message) {
+	sp, ok, err := jsonrpc.Lookup(m.Params, mcp.MetaProgressToken)
+	if !ok || err != nil {
+		ch.log.Debug("progress without a token; dropped", "err", err)
+		return
+	}
+	tok := &jsonrpc.Message{ID: m.Params[sp.Start:sp.End]}
+	var c *call
+	if id, ok := tok.IDInt(); ok {
+		if ex := ch.lookup(id); ex != nil {
+			c = ex.owner()
+		}
+	}
+	if c == nil {
+		ch.log.Debug("progress for no active call; dropped", "token", string(tok.ID))
+		return
+	}
+	c.progress(m, sp)
+}
+
+// childRequest answers a request from the child: ping at once, and a
+// question for the client (sampling, elicitation, roots) by relaying it to
+// the client when the gateway can tell whose it is (see question); anything
+// else with an error at once, so the child never waits on the gateway.
+func (ch *child) childRequest(m *jsonrpc.Message) {
+	if m.Method == mcp.MethodPing {
+		ch.reply(jsonrpc.NewResult(m.ID, []byte("{}")), m.Method)
+		return
+	}
+	ch.question(m)
+}

@@ -1,0 +1,341 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+// worker keeps one child running: start, handshake, serve until it ends,
+// wait, start again. Calls dispatched to it go to its current child.
+type worker struct {
+	b     *Bridge
+	index int
+	start StartFunc
+	log   *slog.Logger
+	bg    background // goroutines close waits for
+
+	active int // slots held: calls in flight and parked; guarded by Bridge.mu
+
+	mu       sync.Mutex
+	cur      *child        // the current child; nil before the first
+	starting bool          // a child is being started or handshaken
+	verdict  Era           // with auto: the verdict on an earlier child of this configuration
+	changed  chan struct{} // closed and replaced whenever the state above changes
+	closed   bool
+
+	stopRun context.CancelFunc
+	runDone chan struct{}
+}
+
+func newWorker(b *Bridge, index int, start StartFunc, log *slog.Logger) *worker {
+	return &worker{b: b, index: index, start: start, log: log, starting: true, changed: make(chan struct{}), runDone: make(chan struct{})}
+}
+
+// launch starts the run loop in the background.
+func (w *worker) launch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.stopRun = cancel
+	go w.run(ctx)
+}
+
+// run keeps a child running. The delay doubles after each quick failure,
+// so a child that cannot start is never restarted in a hot loop.
+func (w *worker) run(ctx context.Context) {
+	defer close(w.runDone)
+	opts := &w.b.opts
+	delay := opts.RestartMin
+	for {
+		began := time.Now()
+		w.setStarting(true)
+		ch, err := w.startChild(ctx)
+		w.setStarting(false)
+		if err == nil {
+			select {
+			case <-ch.done:
+			case <-ctx.Done():
+				return
+			}
+			err = ch.endErr()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// A child that served for a good while earns a quick restart, and so
+		// does one that only exited because it was probed: it is started
+		// again as legacy.
+		if time.Since(began) > 4*opts.RestartMax || errors.Is(err, errExitedOnProbe) {
+			delay = opts.RestartMin
+		}
+		if errors.Is(err, errExitedOnProbe) {
+			w.setVerdict(EraLegacy)
+		}
+		w.log.Warn("child unavailable; restarting", "err", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		delay = min(2*delay, opts.RestartMax)
+		w.b.restarts.Add(1)
+	}
+}
+
+func (w *worker) startChild(ctx context.Context) (*child, error) {
+	t, err := w.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch := newChild(w, t)
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		t.Close()
+		return nil, ErrClosed
+	}
+	w.cur = ch
+	w.notifyChangedLocked()
+	w.mu.Unlock()
+	go ch.readLoop()
+	if err := ch.handshake(ctx); err != nil {
+		ch.kill(err)
+		<-ch.done
+		return nil, err
+	}
+	if ch.eraNow() == EraModern {
+		ch.watchTools(ctx)
+	}
+	// close sets the background closed only after run has returned, so
+	// this spawn starts a goroutine.
+	w.bg.spawn(func() { ch.watch(ctx) })
+	w.mu.Lock()
+	ch.ready = true
+	w.notifyChangedLocked()
+	w.mu.Unlock()
+	// Logged only now, so that whoever reads it finds the child ready.
+	ch.log.Info("child ready", "era", ch.eraNow())
+	return ch, nil
+}
+
+func (w *worker) eraVerdict() Era {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.verdict
+}
+
+func (w *worker) setVerdict(e Era) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.verdict = e
+}
+
+func (w *worker) setStarting(v bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.starting = v
+	w.notifyChangedLocked()
+}
+
+func (w *worker) notifyChangedLocked() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func (w *worker) current() *child {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cur
+}
+
+// readyLocked reports whether the current child serves. w.mu is held.
+func (w *worker) readyLocked() bool {
+	return !w.closed && w.cur != nil && w.cur.ready && w.cur.endErr() == nil
+}
+
+// status reports whether a child is ready, and whether one is starting.
+func (w *worker) status() (ready, starting bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.readyLocked(), w.starting
+}
+
+// readyChild returns the current child once its handshake is done. It
+// waits while a child is starting; with no child at all it fails at once.
+func (w *worker) readyChild(ctx context.Context) (*child, error) {
+	for {
+		w.mu.Lock()
+		ch, changed, closed, starting, ready := w.cur, w.changed, w.closed, w.starting, w.readyLocked()
+		w.mu.Unlock()
+		switch {
+		case closed:
+			return nil, errShutdown()
+		case ready:
+			return ch, nil
+		case !starting:
+			return nil, errUnavailable("the child process is not running; it is being restarted")
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// waitReady blocks until a child is ready, the worker is closed, or ctx
+// ends.
+func (w *worker) waitReady(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		changed, closed, ready := w.changed, w.closed, w.readyLocked()
+		w.mu.Unlock()
+		switch {
+		case closed:
+			return ErrClosed
+		case ready:
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// close refuses new calls, cancels the calls in flight (telling the child,
+// within ctx), stops the child and waits for the worker's goroutines.
+func (w *worker) close(ctx context.Context) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		<-w.runDone
+		return
+	}
+	w.closed = true
+	w.notifyChangedLocked()
+	w.mu.Unlock()
+	w.stopRun()
+	<-w.runDone
+	if ch := w.current(); ch != nil {
+		ch.shutdown(ctx)
+	}
+	w.bg.close()
+}
+
+// call serves a client's request on the current child, holding s, which
+// it releases when the request ends (or at once, when it fails).
+func (w *worker) call(ctx context.Context, req *mcp.Request, caller Caller, s *slot) (*call, error) {
+	ch, err := w.readyChild(ctx)
+	if err != nil {
+		s.release()
+		return nil, err
+	}
+	legacy := ch.eraNow() == EraLegacy
+	switch {
+	case req.Method == mcp.MethodInitialize:
+		s.release()
+		return ch.answerInitialize(req), nil
+	case req.Method == mcp.MethodDiscover && legacy:
+		s.release()
+		return answeredByGateway(req, mcp.DiscoverFromInitialize(ch.initResult)), nil
+	case req.Method == mcp.MethodListen && legacy:
+		return ch.listenLegacy(ctx, req, caller, s)
+	}
+	if caller.LogLevel != "" {
+		ch.ensureLogLevel(caller.LogLevel)
+	}
+	spec := callSpec{req: req, caller: caller, slot: s}
+	if req.Method != mcp.MethodListen { // a listen lasts as long as its client wants it
+		spec.idle, spec.max = w.b.opts.IdleTimeout, w.b.opts.MaxDuration
+	}
+	c := ch.newCall(ctx, spec)
+	if err := ch.start(ctx, c, nil); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// notify handles a notification from a client. Those that only make sense
+// between one client and one server are absorbed: the child is shared, its
+// handshake is the gateway's, and a client's cancellation or progress
+// cannot name anything the child knows. Anything else is forwarded as it
+// is.
+func (w *worker) notify(ctx context.Context, n *jsonrpc.Message) error {
+	switch n.Method {
+	case mcp.NoteCancelled, mcp.NoteProgress, mcp.NoteInitialized, mcp.NoteRootsChanged:
+		w.log.Debug("absorbed a client notification", "method", n.Method)
+		return nil
+	}
+	ch, err := w.readyChild(ctx)
+	if err != nil {
+		return err
+	}
+	line := n.Raw
+	if bytes.ContainsAny(line, "\r\n") {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, line); err != nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: err.Error()}
+		}
+		line = buf.Bytes()
+	}
+	if err := ch.t.WriteMessage(ctx, line); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errUnavailable(fmt.Sprintf("could not send the notification to the child: %v", err))
+	}
+	return nil
+}
+
+// toolHeaders returns the x-mcp-header annotations of the child's tool.
+func (w *worker) toolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error) {
+	ch, err := w.readyChild(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ch.tools.get(ctx, ch, tool)
+}
+
+// background runs goroutines that close waits for: cancellations, replies
+// to the child, closes.
+type background struct {
+	mu     sync.Mutex
+	closed bool // close is waiting for wg; no more may be added
+	wg     sync.WaitGroup
+}
+
+// spawn runs f on a goroutine that close waits for. Once close is waiting,
+// f runs on the caller's goroutine instead: by then the transport is
+// closed and f (a write or a close) returns at once.
+func (g *background) spawn(f func()) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		f()
+		return
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	go func() {
+		defer g.wg.Done()
+		f()
+	}()
+}
+
+func (g *background) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.wg.Wait()
+}
