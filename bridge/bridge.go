@@ -156,6 +156,7 @@ type Bridge struct {
 	unknown  atomic.Uint64 // responses for ids the bridge never sent
 	restarts atomic.Uint64
 	bugs     atomic.Uint64
+	changed  atomic.Pointer[chan struct{}] // closed and replaced whenever the status may have changed
 
 	mu      sync.Mutex
 	waiting int           // calls in the queue
@@ -172,6 +173,8 @@ type Bridge struct {
 func New(start StartFunc, opts Options) *Bridge {
 	opts.defaults()
 	b := &Bridge{opts: opts, log: opts.Logger, q: newQuestions(), freed: make(chan struct{})}
+	changed := make(chan struct{})
+	b.changed.Store(&changed)
 	b.clientID = mcp.Implementation(opts.ClientName, opts.ClientVersion)
 	for i := range opts.Workers {
 		log := opts.Logger
@@ -203,46 +206,97 @@ func (b *Bridge) bug(err error) {
 
 // Ready reports whether at least one child is running and its handshake is
 // done, unless the bridge is draining.
-func (b *Bridge) Ready() bool {
-	b.mu.Lock()
-	stopping := b.closed || b.drain
-	b.mu.Unlock()
-	if stopping {
-		return false
-	}
-	for _, w := range b.workers {
-		if ready, _ := w.status(); ready {
-			return true
-		}
-	}
-	return false
+func (b *Bridge) Ready() bool { return b.Status().Ready }
+
+// Status is the bridge at a moment: its readiness, each worker's, and its
+// counters.
+type Status struct {
+	Ready    bool           // a child serves, and new calls are taken
+	Draining bool           // new calls are refused: the gateway is stopping
+	Workers  []WorkerStatus // in worker order
+	Stats
 }
 
-// WaitReady blocks until a worker is ready, the bridge is closed
+// WorkerStatus is one worker at a moment.
+type WorkerStatus struct {
+	Ready    bool // its child's handshake is done and it serves
+	Era      Era  // its child's era; "" before the handshake
+	InFlight int  // calls holding its slots, parked ones included
+}
+
+// ReadyWorkers counts the workers whose child serves.
+func (s Status) ReadyWorkers() int {
+	n := 0
+	for _, w := range s.Workers {
+		if w.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// Status returns the bridge's status now.
+func (b *Bridge) Status() Status {
+	st := Status{Stats: b.Stats()}
+	for _, w := range b.workers {
+		ready, _ := w.status()
+		ws := WorkerStatus{Ready: ready}
+		if ch := w.current(); ch != nil {
+			ws.Era = ch.eraNow()
+		}
+		st.Workers = append(st.Workers, ws)
+	}
+	b.mu.Lock()
+	st.Draining = b.closed || b.drain
+	closed := b.closed
+	for i, w := range b.workers {
+		st.Workers[i].InFlight = w.active
+	}
+	b.mu.Unlock()
+	st.Ready = !st.Draining && st.ReadyWorkers() > 0
+	if closed {
+		st.Ready = false
+	}
+	return st
+}
+
+// Await blocks until cond holds for the bridge's status, and returns that
+// status. It fails when ctx ends first, or with ErrClosed when the bridge
+// is closed and cond does not hold.
+func (b *Bridge) Await(ctx context.Context, cond func(Status) bool) (Status, error) {
+	for {
+		// Taken before the look, so that a change after the look wakes us.
+		changed := *b.changed.Load()
+		st := b.Status()
+		if cond(st) {
+			return st, nil
+		}
+		b.mu.Lock()
+		closed := b.closed
+		b.mu.Unlock()
+		if closed {
+			return st, ErrClosed
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+}
+
+// stateChanged wakes those in Await. It takes no lock, so any code may
+// call it, with any lock held.
+func (b *Bridge) stateChanged() {
+	next := make(chan struct{})
+	close(*b.changed.Swap(&next))
+}
+
+// WaitReady blocks until a child is ready, the bridge is closed
 // (ErrClosed), or ctx ends.
 func (b *Bridge) WaitReady(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(b.workers))
-	for _, w := range b.workers {
-		go func() { errs <- w.waitReady(ctx) }()
-	}
-	var first error
-	for i := range b.workers {
-		err := <-errs
-		if err == nil {
-			cancel()
-			// Drain the others so no goroutine outlives the call.
-			for range len(b.workers) - 1 - i {
-				<-errs
-			}
-			return nil
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return first
+	_, err := b.Await(ctx, func(s Status) bool { return s.Ready })
+	return err
 }
 
 // Stats are counters for tests and metrics.

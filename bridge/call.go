@@ -237,17 +237,10 @@ func (c *call) claim() (*exchange, bool) {
 	return ex, true
 }
 
-// deliver hands the end of the call to its owner and lets go of what the
-// call held. Only the ending that claimed the call calls it.
+// deliver hands the end of the call to its owner, after letting go of
+// what the call held: a client that has seen its call end finds its slot
+// free. Only the ending that claimed the call calls it.
 func (c *call) deliver(resp []byte, err error) {
-	if !c.box.finish(resp, err) {
-		c.b.bug(fmt.Errorf("the call for client id %s (%s) ended twice; the second end (%v) is dropped", c.clientID, c.method, err))
-		return
-	}
-	if c.ch != nil {
-		c.ch.log.Debug("call ended", "client_id", string(c.clientID), "method", c.method,
-			"dur", time.Since(c.start).Round(time.Microsecond), "err", err)
-	}
 	c.mu.Lock()
 	s, onEnd := c.slot, c.onEnd
 	c.slot, c.onEnd = nil, nil
@@ -255,6 +248,14 @@ func (c *call) deliver(resp []byte, err error) {
 	s.release()
 	if onEnd != nil {
 		onEnd(c)
+	}
+	if !c.box.finish(resp, err) {
+		c.b.bug(fmt.Errorf("the call for client id %s (%s) ended twice; the second end (%v) is dropped", c.clientID, c.method, err))
+		return
+	}
+	if c.ch != nil {
+		c.ch.log.Debug("call ended", "client_id", string(c.clientID), "method", c.method,
+			"dur", time.Since(c.start).Round(time.Microsecond), "err", err)
 	}
 }
 

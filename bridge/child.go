@@ -156,6 +156,7 @@ func (ch *child) claimAll(why error) ([]*exchange, error) {
 	defer ch.mu.Unlock()
 	if ch.ended == nil {
 		ch.ended = why
+		ch.b.stateChanged() // the worker is not ready any more
 	}
 	all := make([]*exchange, 0, len(ch.pending))
 	for id, ex := range ch.pending {

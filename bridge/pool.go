@@ -139,6 +139,7 @@ func (b *Bridge) workerSlot(w *worker) *slot {
 func (b *Bridge) broadcastLocked() {
 	close(b.freed)
 	b.freed = make(chan struct{})
+	b.stateChanged()
 }
 
 // pickLocked chooses the worker with the fewest calls in flight, ready

@@ -23,11 +23,9 @@ func newPoolWorld(t *testing.T, opts Options, auto autoReply) (*Bridge, []*fakeC
 		children = append(children, w.child())
 	}
 	t.Cleanup(func() { p.Close(context.Background()) })
-	for _, w := range p.workers {
-		// Every worker, or the least loaded could be the only one ready.
-		if err := w.waitReady(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+	// Every worker, or the least loaded could be the only one ready.
+	if _, err := p.Await(context.Background(), func(s Status) bool { return s.ReadyWorkers() == len(s.Workers) }); err != nil {
+		t.Fatal(err)
 	}
 	return p, children
 }

@@ -88,6 +88,7 @@ func (w *worker) run(ctx context.Context) {
 		}
 		delay = min(2*delay, opts.RestartMax)
 		w.b.restarts.Add(1)
+		w.b.stateChanged()
 	}
 }
 
@@ -149,6 +150,7 @@ func (w *worker) setStarting(v bool) {
 func (w *worker) notifyChangedLocked() {
 	close(w.changed)
 	w.changed = make(chan struct{})
+	w.b.stateChanged()
 }
 
 func (w *worker) current() *child {
@@ -188,27 +190,6 @@ func (w *worker) readyChild(ctx context.Context) (*child, error) {
 		case <-changed:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		}
-	}
-}
-
-// waitReady blocks until a child is ready, the worker is closed, or ctx
-// ends.
-func (w *worker) waitReady(ctx context.Context) error {
-	for {
-		w.mu.Lock()
-		changed, closed, ready := w.changed, w.closed, w.readyLocked()
-		w.mu.Unlock()
-		switch {
-		case closed:
-			return ErrClosed
-		case ready:
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 	}
 }

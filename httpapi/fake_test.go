@@ -22,14 +22,16 @@ import (
 // feeding each fakeCall.
 type fakeBackend struct {
 	params   map[string][]mcp.ParamHeader // x-mcp-header annotations by tool
+	mu       sync.Mutex
 	ready    bool
+	changed  chan struct{} // closed and replaced when ready changes
 	callErr  error
 	calls    chan *fakeCall
 	notified chan *jsonrpc.Message
 }
 
 func newFake() *fakeBackend {
-	return &fakeBackend{ready: true, calls: make(chan *fakeCall, 16), notified: make(chan *jsonrpc.Message, 16)}
+	return &fakeBackend{ready: true, changed: make(chan struct{}), calls: make(chan *fakeCall, 16), notified: make(chan *jsonrpc.Message, 16)}
 }
 
 func (f *fakeBackend) Call(ctx context.Context, req *mcp.Request, caller bridge.Caller) (bridge.Call, error) {
@@ -57,7 +59,36 @@ func (f *fakeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
 	return f.callErr
 }
 
-func (f *fakeBackend) Ready() bool { return f.ready }
+func (f *fakeBackend) Status() bridge.Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return bridge.Status{Ready: f.ready, Workers: []bridge.WorkerStatus{{Ready: f.ready, Era: bridge.EraLegacy}}}
+}
+
+func (f *fakeBackend) Await(ctx context.Context, cond func(bridge.Status) bool) (bridge.Status, error) {
+	for {
+		f.mu.Lock()
+		changed := f.changed
+		f.mu.Unlock()
+		if st := f.Status(); cond(st) {
+			return st, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return f.Status(), ctx.Err()
+		}
+	}
+}
+
+// setReady changes the backend's readiness and wakes those in Await.
+func (f *fakeBackend) setReady(v bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ready = v
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
 
 func (f *fakeBackend) ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error) {
 	return f.params[tool], nil

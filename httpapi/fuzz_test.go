@@ -38,7 +38,10 @@ func (answeringBackend) Call(ctx context.Context, req *mcp.Request, caller bridg
 }
 func (answeringBackend) Notify(context.Context, *jsonrpc.Message) error { return nil }
 func (answeringBackend) Respond(context.Context, *jsonrpc.Message)      {}
-func (answeringBackend) Ready() bool                                    { return true }
+func (answeringBackend) Status() bridge.Status                          { return bridge.Status{Ready: true} }
+func (answeringBackend) Await(context.Context, func(bridge.Status) bool) (bridge.Status, error) {
+	return bridge.Status{Ready: true}, nil
+}
 func (answeringBackend) ToolHeaders(_ context.Context, tool string) ([]mcp.ParamHeader, error) {
 	if tool == "deploy" {
 		return []mcp.ParamHeader{{Name: "Region", Path: []string{"region"}, Type: "string"}}, nil

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -300,29 +301,62 @@ func TestHealthAndReadiness(t *testing.T) {
 	t.Parallel()
 	f := newFake()
 	srv := newServer(t, f, Options{})
-	get := func(path string) int {
+	get := func(path string) (int, readiness) {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode
+		defer resp.Body.Close()
+		var body readiness
+		if path != "/healthz" && path != "/nope" {
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		return resp.StatusCode, body
 	}
-	if s := get("/healthz"); s != 200 {
+	if s, _ := get("/healthz"); s != 200 {
 		t.Errorf("/healthz = %d", s)
 	}
-	if s := get("/readyz"); s != 200 {
-		t.Errorf("/readyz when ready = %d", s)
+	if s, body := get("/readyz"); s != 200 || body.Status != "ready" || len(body.Workers) != 1 || body.Workers[0].Era != "legacy" {
+		t.Errorf("/readyz when ready = %d %+v", s, body)
 	}
-	f.ready = false
-	if s := get("/readyz"); s != 503 {
-		t.Errorf("/readyz when not ready = %d, want 503", s)
+	f.setReady(false)
+	if s, body := get("/readyz"); s != 503 || body.Reason == "" {
+		t.Errorf("/readyz when not ready = %d %+v, want 503 with a reason", s, body)
 	}
-	if s := get("/healthz"); s != 200 {
+	if s, _ := get("/healthz"); s != 200 {
 		t.Errorf("/healthz when not ready = %d, want 200", s)
 	}
-	if s := get("/nope"); s != 404 {
+	if s, _ := get("/nope"); s != 404 {
 		t.Errorf("/nope = %d, want 404", s)
+	}
+
+	// ?wait holds the request until the state comes, or the wait is over.
+	got := make(chan int, 1)
+	go func() {
+		s, _ := get("/readyz?wait=30s")
+		got <- s
+	}()
+	f.setReady(true) // may come before the request: it then answers at once
+	if s := <-got; s != 200 {
+		t.Errorf("/readyz?wait=30s once ready = %d, want 200", s)
+	}
+	if s, _ := get("/readyz?wait=0s&until=not-ready"); s != 200 {
+		t.Errorf("/readyz?until=not-ready with no time to wait = %d, want the 200 of now", s)
+	}
+	go func() {
+		s, _ := get("/readyz?wait=30s&until=not-ready")
+		got <- s
+	}()
+	f.setReady(false)
+	if s := <-got; s != 503 {
+		t.Errorf("/readyz?until=not-ready = %d, want 503", s)
+	}
+	for _, q := range []string{"wait=soon", "wait=2h", "wait=-1s", "wait=1s&until=later", "until=ready"} {
+		if s, body := get("/readyz?" + q); s != 400 || body.Reason == "" {
+			t.Errorf("/readyz?%s = %d %+v, want 400 saying why", q, s, body)
+		}
 	}
 }
 

@@ -91,6 +91,8 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		{name: "healthz", method: "GET", path: "/healthz", status: 200},
 		{name: "ready", method: "GET", path: "/readyz", ready: true, status: 200},
 		{name: "not ready", method: "GET", path: "/readyz", status: 503},
+		{name: "ready, waiting", method: "GET", path: "/readyz?wait=1s&until=all-ready", ready: true, status: 200},
+		{name: "bad wait", method: "GET", path: "/readyz?wait=forever", status: 400},
 	}
 	for _, ex := range exchanges {
 		t.Run(ex.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -25,7 +27,8 @@ type Backend interface {
 	Notify(ctx context.Context, n *jsonrpc.Message) error
 	Respond(ctx context.Context, answer *jsonrpc.Message)
 	ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error)
-	Ready() bool
+	Status() bridge.Status
+	Await(ctx context.Context, cond func(bridge.Status) bool) (bridge.Status, error)
 }
 
 // Options configure the handlers. Zero values mean the documented defaults.
@@ -96,13 +99,82 @@ func (h *handlers) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
 }
 
+// maxReadyWait bounds how long GET /readyz?wait= holds a request.
+const maxReadyWait = time.Minute
+
+// readyz answers whether the gateway serves, with what it knows of its
+// children. With ?wait=DURATION it first waits, at most that long, until
+// the gateway is ready (until=ready, the default), is not (until=not-ready:
+// it is draining or has no child), or every worker is (until=all-ready):
+// a script or a test waits for a state rather than polling.
 func (h *handlers) readyz(w http.ResponseWriter, r *http.Request) {
-	if !h.b.Ready() {
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"not ready","reason":"no child process has finished its handshake"}`))
+	st := h.b.Status()
+	q := r.URL.Query()
+	if q.Has("wait") || q.Has("until") {
+		d, err := time.ParseDuration(q.Get("wait"))
+		cond := readyConditions()[q.Get("until")]
+		if err != nil || d < 0 || d > maxReadyWait || cond == nil {
+			writeJSON(w, http.StatusBadRequest, mustJSON(readiness{Status: "bad request",
+				Reason: fmt.Sprintf("wait must be a duration from 0 to %v (such as 30s), and until one of ready, not-ready, all-ready", maxReadyWait)}))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		st, _ = h.b.Await(ctx, cond)
+		cancel()
+	}
+	body := readiness{Status: "ready", Draining: st.Draining, Restarts: st.Restarts, InFlight: st.InFlight,
+		Queued: st.Queued, Pending: st.Pending, LateResponses: st.LateResponses, UnknownResponses: st.Unknown}
+	for _, ws := range st.Workers {
+		body.Workers = append(body.Workers, workerReadiness{Ready: ws.Ready, Era: string(ws.Era), InFlight: ws.InFlight})
+	}
+	if st.Ready {
+		writeJSON(w, http.StatusOK, mustJSON(body))
 		return
 	}
-	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
+	body.Status, body.Reason = "not ready", "no child process has finished its handshake"
+	if st.Draining {
+		body.Reason = "the gateway is shutting down"
+	}
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, mustJSON(body))
+}
+
+func readyConditions() map[string]func(bridge.Status) bool {
+	ready := func(s bridge.Status) bool { return s.Ready }
+	return map[string]func(bridge.Status) bool{
+		"":          ready,
+		"ready":     ready,
+		"not-ready": func(s bridge.Status) bool { return !s.Ready },
+		"all-ready": func(s bridge.Status) bool { return s.Ready && s.ReadyWorkers() == len(s.Workers) },
+	}
+}
+
+// readiness is the body of /readyz (Readiness in openapi.yaml).
+type readiness struct {
+	Status           string            `json:"status"`
+	Reason           string            `json:"reason,omitempty"`
+	Draining         bool              `json:"draining"`
+	Workers          []workerReadiness `json:"workers"`
+	Restarts         uint64            `json:"restarts"`
+	InFlight         int               `json:"in_flight"`
+	Queued           int               `json:"queued"`
+	Pending          int               `json:"pending"`
+	LateResponses    uint64            `json:"late_responses"`
+	UnknownResponses uint64            `json:"unknown_responses"`
+}
+
+type workerReadiness struct {
+	Ready    bool   `json:"ready"`
+	Era      string `json:"era,omitempty"`
+	InFlight int    `json:"in_flight"`
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain structs of strings and numbers always marshal
+	}
+	return b
 }
 
 func (h *handlers) methodNotAllowed(w http.ResponseWriter, r *http.Request) {

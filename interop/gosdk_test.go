@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 )
 
 // progressLog collects the progress notifications a Go SDK client receives,
@@ -155,8 +157,8 @@ func TestGoSDKServerChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tools.Tools) != 2 {
-		t.Errorf("tools = %d, want 2", len(tools.Tools))
+	if len(tools.Tools) != 3 {
+		t.Errorf("tools = %d, want 3 (echo, slow, cancelled)", len(tools.Tools))
 	}
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "through"}})
 	if err != nil {
@@ -190,13 +192,12 @@ func TestGoSDKServerChild(t *testing.T) {
 	progress.wait(t, "c", 1)
 	cancel()
 	<-errc
-	g.Logs.Wait(t, func(r logRecord) bool {
-		line, _ := r["line"].(string)
-		return strings.Contains(line, "gosdk: slow cancelled")
-	})
+	if n := gatewaytest.GoSDKCancelled(t, g.URL, 1); n != 1 {
+		t.Errorf("the Go SDK server saw %d cancellations, want 1", n)
+	}
 	// The SDK server speaks 2026-07-28, so the probe finds a modern child.
-	if ready := g.Logs.Find(func(r logRecord) bool { return r["msg"] == "child ready" }); len(ready) != 1 || ready[0]["era"] != "modern" {
-		t.Errorf("child ready records = %v, want one for a modern child", ready)
+	if r := g.Readiness(); len(r.Workers) != 1 || r.Workers[0].Era != "modern" || r.Restarts != 0 {
+		t.Errorf("readiness %+v, want one modern child, never restarted", r)
 	}
 }
 

@@ -14,19 +14,16 @@ func TestMain(m *testing.M) { gatewaytest.Main(m, &gatewayBin) }
 type (
 	gateway   = gatewaytest.Gateway
 	logRecord = gatewaytest.Record
+	received  = gatewaytest.Received
 )
 
 func startGateway(t testing.TB, env []string, args ...string) *gateway {
 	return gatewaytest.Start(t, gatewayBin, env, args...)
 }
 
-func startWithChild(t testing.TB, child string, env ...string) *gateway {
-	childEnv, args := gatewaytest.ChildCommand(t, child)
-	return startGateway(t, append(childEnv, env...), args...)
-}
-
 var (
-	rpc          = gatewaytest.RPC
-	rpcJSON      = gatewaytest.RPCJSON
-	demoReceived = gatewaytest.DemoReceived
+	rpc              = gatewaytest.RPC
+	rpcJSON          = gatewaytest.RPCJSON
+	demoReceived     = gatewaytest.DemoReceived
+	demoReceivedArgs = gatewaytest.DemoReceivedArgs
 )

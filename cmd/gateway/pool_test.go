@@ -33,21 +33,32 @@ func slowCallFor(t *testing.T, url string, id, ms int) (cancel func()) {
 func TestWorkersShareTheLoad(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, []string{"GATEWAY_WORKERS=2"})
-	for _, w := range []float64{0, 1} {
-		g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == "child ready" && r["worker"] == w })
-	}
+	g.WaitReady()
 	stop1 := slowCall(t, g.URL, 1)
 	stop2 := slowCall(t, g.URL, 2)
-	started := g.Logs.Find(func(r logRecord) bool { return r["msg"] == "to child" && r["method"] == "tools/call" })
-	if len(started) != 2 || started[0]["worker"] == started[1]["worker"] {
-		t.Fatalf("the calls went to workers %v, want one each", started)
+	if r := g.Readiness(); len(r.Workers) != 2 || r.Workers[0].InFlight != 1 || r.Workers[1].InFlight != 1 {
+		t.Fatalf("workers %+v, want one call on each", r.Workers)
 	}
 	stop1()
 	stop2()
-	for _, rec := range started {
-		g.Logs.Wait(t, func(r logRecord) bool {
-			return r["msg"] == "cancelled call" && r["worker"] == rec["worker"] && r["id"] == rec["id"]
-		})
+	// Each child records the cancellation it got, and whether it had that
+	// request in flight; ties go to the workers in turn, so the children
+	// answer in turn.
+	seen := map[int]received{}
+	for range 10 {
+		if len(seen) == 2 {
+			break
+		}
+		got := demoReceived(t, g.URL, 1)
+		seen[got.PID] = got
+	}
+	if len(seen) != 2 {
+		t.Fatalf("heard from %d children, want 2", len(seen))
+	}
+	for pid, got := range seen {
+		if len(got.Cancellations) != 1 || !got.Cancellations[0].Running {
+			t.Errorf("child %d got cancellations %+v, want one for the call it had", pid, got.Cancellations)
+		}
 	}
 }
 
@@ -56,8 +67,11 @@ func TestWorkersShareTheLoad(t *testing.T) {
 func TestOverloadIsRefused(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, []string{"GATEWAY_MAX_IN_FLIGHT=1", "GATEWAY_QUEUE_SIZE=0"})
-	stop := slowCall(t, g.URL, 1)
-	defer stop()
+	slow := rpc(t, context.Background(), g.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":400,"interval_ms":20},"_meta":{"progressToken":1}}}`)
+	events := newSSEReader(slow.Body)
+	if ev := events.next(); !strings.Contains(ev, "notifications/progress") {
+		t.Fatalf("first event = %q, want progress", ev)
+	}
 	resp := rpc(t, context.Background(), g.URL, `{"jsonrpc":"2.0","id":"more","method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`)
 	body, _ := io.ReadAll(resp.Body)
 	var e rpcError
@@ -65,7 +79,21 @@ func TestOverloadIsRefused(t *testing.T) {
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || e.Error.Code != -32003 || e.Error.Data.Reason != "overloaded" || string(e.ID) != `"more"` {
 		t.Errorf("status %d, Retry-After %q, body %s; want 503, Retry-After and -32003", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if n := len(g.Logs.Find(func(r logRecord) bool { return r["msg"] == "to child" && r["method"] == "tools/call" })); n != 1 {
-		t.Errorf("the child got %d calls, want only the first", n)
+	// Once the slow call's answer is in, its slot is free again.
+	var last string
+	for ev := events.next(); ev != ""; ev = events.next() {
+		last = ev
+	}
+	if !strings.Contains(last, `"result"`) {
+		t.Fatalf("the slow call ended with %q", last)
+	}
+	var calls []string
+	for _, r := range demoReceived(t, g.URL, 0).Requests {
+		if r.Method == "tools/call" && r.Tool != "received" {
+			calls = append(calls, r.Tool)
+		}
+	}
+	if len(calls) != 1 || calls[0] != "slow" {
+		t.Errorf("the child got calls %v, want only the slow one", calls)
 	}
 }

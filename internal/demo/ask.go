@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
 // askAll sends requests to the client and waits for all the answers: the
@@ -59,13 +61,13 @@ func (s *server) askAll(ctx context.Context, reqs []inputRequest) (map[string]js
 		select {
 		case m := <-p.reply:
 			if m.Error != nil {
-				return nil, &rpcError{Code: -32603, Message: fmt.Sprintf("the client refused %s: %s", reqs[i].method, m.Error)}
+				return nil, &rpcError{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the client refused %s: %s", reqs[i].method, m.Error)}
 			}
 			answers[p.key] = m.Result
 		case <-t.C:
-			return nil, &rpcError{Code: -32603, Message: "the client did not answer " + reqs[i].method + " within a minute"}
+			return nil, &rpcError{Code: jsonrpc.CodeInternalError, Message: "the client did not answer " + reqs[i].method + " within a minute"}
 		case <-ctx.Done():
-			return nil, &rpcError{Code: -32603, Message: "cancelled"}
+			return nil, &rpcError{Code: jsonrpc.CodeInternalError, Message: "cancelled"}
 		}
 	}
 	return answers, nil

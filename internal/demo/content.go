@@ -7,6 +7,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // A 1x1 red PNG and a short silent WAV, for the image and audio fixtures.
@@ -76,9 +79,9 @@ func (s *server) resourcesRead(_ context.Context, r *request) (any, *rpcError) {
 		return map[string]any{"contents": []map[string]any{{"uri": p.URI, "mimeType": "application/json", "text": string(body)}}}, nil
 	}
 	// 2025 servers said -32002; 2026-07-28 says -32602.
-	code := -32002
+	code := mcp.CodeLegacyNotFound
 	if r.modern {
-		code = -32602
+		code = jsonrpc.CodeInvalidParams
 	}
 	return nil, &rpcError{Code: code, Message: "Resource not found", Data: map[string]any{"uri": p.URI}}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // faults are ways the demo can misbehave, chosen with -fault, so that the
@@ -77,10 +79,10 @@ func (f faults) atEnd(errOut io.Writer) {
 func (s *server) onMessage(m *message) {
 	f := s.faults
 	switch {
-	case m.Method == "server/discover" && f["exit-on-probe"]:
+	case m.Method == mcp.MethodDiscover && f["exit-on-probe"]:
 		fmt.Fprintln(s.errOut, "demo: exiting on server/discover (-fault exit-on-probe)")
 		os.Exit(0)
-	case m.Method != "tools/call":
+	case m.Method != mcp.MethodToolsCall:
 		return
 	case f["crash-on-call"]:
 		fmt.Fprintln(s.errOut, "demo: crashing on a tool call (-fault crash-on-call)")

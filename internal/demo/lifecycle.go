@@ -3,7 +3,9 @@ package demo
 import (
 	"context"
 	"encoding/json"
-	"slices"
+	"strings"
+
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // initialize and discover are the two eras' ways to meet a client; the
@@ -15,8 +17,8 @@ func (s *server) initialize(_ context.Context, r *request) (any, *rpcError) {
 		Capabilities    map[string]json.RawMessage `json:"capabilities"`
 	}
 	_ = json.Unmarshal(r.params, &p)
-	version := legacyVersions[0]
-	if slices.Contains(legacyVersions, p.ProtocolVersion) {
+	version := mcp.LatestLegacy
+	if mcp.IsLegacy(p.ProtocolVersion) {
 		version = p.ProtocolVersion
 	}
 	s.mu.Lock()
@@ -32,10 +34,10 @@ func (s *server) initialize(_ context.Context, r *request) (any, *rpcError) {
 
 func (s *server) discover(_ context.Context, r *request) (any, *rpcError) {
 	return map[string]any{
-		"supportedVersions": []string{modernVersion},
+		"supportedVersions": []string{mcp.Modern},
 		"capabilities":      s.capabilities(true),
 		"instructions":      instructions,
-		"_meta":             map[string]any{metaServer: serverInfo()},
+		"_meta":             map[string]any{mcp.MetaServerInfo: serverInfo()},
 	}, nil
 }
 
@@ -47,7 +49,7 @@ func (s *server) capabilities(modern bool) map[string]any {
 		"completions": map[string]any{},
 	}
 	if modern {
-		c["extensions"] = map[string]any{tasksExtension: map[string]any{}}
+		c["extensions"] = map[string]any{mcp.TasksExtension: map[string]any{}}
 	} else {
 		c["logging"] = map[string]any{}
 	}
@@ -58,8 +60,8 @@ func (s *server) setLevel(_ context.Context, r *request) (any, *rpcError) {
 	var p struct {
 		Level string `json:"level"`
 	}
-	if json.Unmarshal(r.params, &p) != nil || logRank(p.Level) < 0 {
-		return nil, invalidParams("level must be one of debug, info, notice, warning, error, critical, alert, emergency", nil)
+	if json.Unmarshal(r.params, &p) != nil || mcp.LogRank(p.Level) < 0 {
+		return nil, invalidParams("level must be one of "+strings.Join(mcp.LogLevels(), ", "), nil)
 	}
 	s.mu.Lock()
 	s.logLevel = p.Level
@@ -67,18 +69,14 @@ func (s *server) setLevel(_ context.Context, r *request) (any, *rpcError) {
 	return map[string]any{}, nil
 }
 
-var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
-
-func logRank(level string) int { return slices.Index(logLevels, level) }
-
 // log sends a notifications/message if the request's log level lets it
 // through; a modern request without a level gets none.
 func (s *server) log(r *request, level, text string) {
-	if r.logLevel == "" || logRank(level) < logRank(r.logLevel) {
+	if r.logLevel == "" || mcp.LogRank(level) < mcp.LogRank(r.logLevel) {
 		return
 	}
 	params, _ := json.Marshal(map[string]any{"level": level, "logger": "demo", "data": text})
-	s.send(message{JSONRPC: "2.0", Method: "notifications/message", Params: params})
+	s.send(message{JSONRPC: "2.0", Method: mcp.NoteMessage, Params: params})
 }
 
 // progress sends a progress notification if the request asked for them.
@@ -87,5 +85,5 @@ func (s *server) progress(r *request, done, total int, msg string) {
 		return
 	}
 	params, _ := json.Marshal(map[string]any{"progressToken": r.progress, "progress": done, "total": total, "message": msg})
-	s.send(message{JSONRPC: "2.0", Method: "notifications/progress", Params: params})
+	s.send(message{JSONRPC: "2.0", Method: mcp.NoteProgress, Params: params})
 }

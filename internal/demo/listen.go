@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // listen is an open subscriptions/listen request and what it asked for.
@@ -41,13 +43,13 @@ func (s *server) listen(ctx context.Context, r *request) (any, *rpcError) {
 	_ = json.Unmarshal(r.params, &p)
 	// Everything asked for is supported, so the honoured set is the request.
 	ack, _ := json.Marshal(map[string]any{
-		"_meta":         map[string]any{metaSubID: r.id},
+		"_meta":         map[string]any{mcp.MetaSubscriptionID: r.id},
 		"notifications": p.Notifications,
 	})
 	s.mu.Lock()
 	s.listens[string(r.id)] = listen{id: r.id, filter: p.Notifications}
 	s.mu.Unlock()
-	s.send(message{Method: "notifications/subscriptions/acknowledged", Params: ack})
+	s.send(message{Method: mcp.NoteAcknowledged, Params: ack})
 	<-ctx.Done()
 	s.mu.Lock()
 	delete(s.listens, string(r.id))
@@ -96,7 +98,7 @@ func (s *server) listChanged(method, key string) {
 		s.send(message{Method: method})
 	}
 	for _, id := range targets {
-		params, _ := json.Marshal(map[string]any{"_meta": map[string]any{metaSubID: id}})
+		params, _ := json.Marshal(map[string]any{"_meta": map[string]any{mcp.MetaSubscriptionID: id}})
 		s.send(message{Method: method, Params: params})
 	}
 }
@@ -114,10 +116,10 @@ func (s *server) resourceUpdated(uri string) {
 	s.mu.Unlock()
 	if legacy {
 		params, _ := json.Marshal(map[string]any{"uri": uri})
-		s.send(message{Method: "notifications/resources/updated", Params: params})
+		s.send(message{Method: mcp.NoteResourceUpdated, Params: params})
 	}
 	for _, id := range targets {
-		params, _ := json.Marshal(map[string]any{"uri": uri, "_meta": map[string]any{metaSubID: id}})
-		s.send(message{Method: "notifications/resources/updated", Params: params})
+		params, _ := json.Marshal(map[string]any{"uri": uri, "_meta": map[string]any{mcp.MetaSubscriptionID: id}})
+		s.send(message{Method: mcp.NoteResourceUpdated, Params: params})
 	}
 }

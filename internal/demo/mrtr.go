@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // retry is what a modern retry carries: the answers to the server's input
@@ -51,7 +54,7 @@ func inputRequired(reqs []inputRequest, state string) map[string]any {
 	for _, q := range reqs {
 		m[q.key] = map[string]any{"method": q.method, "params": q.params}
 	}
-	res := map[string]any{"resultType": "input_required", "inputRequests": m}
+	res := map[string]any{"resultType": mcp.ResultInputRequired, "inputRequests": m}
 	if state != "" {
 		res["requestState"] = state
 	}
@@ -68,7 +71,7 @@ func (s *server) gather(ctx context.Context, r *request, reqs []inputRequest, st
 			if r.modern {
 				return nil, nil, needsCapability(q.capability)
 			}
-			return nil, nil, &rpcError{Code: -32603, Message: "this tool needs the client's " + q.capability + " capability, which it did not declare"}
+			return nil, nil, &rpcError{Code: jsonrpc.CodeInternalError, Message: "this tool needs the client's " + q.capability + " capability, which it did not declare"}
 		}
 	}
 	if !r.modern {
@@ -97,23 +100,23 @@ func (s *server) gather(ctx context.Context, r *request, reqs []inputRequest, st
 // needsCapability is the 2026-07-28 error for a client that did not
 // declare a capability the tool needs (Missing Required Client Capability).
 func needsCapability(capability string) *rpcError {
-	return &rpcError{Code: -32021, Message: "this tool needs the client's " + capability + " capability",
+	return &rpcError{Code: mcp.CodeMissingCapability, Message: "this tool needs the client's " + capability + " capability",
 		Data: map[string]any{"requiredCapabilities": map[string]any{capability: map[string]any{}}}}
 }
 
 func samplingRequest(key, prompt string, maxTokens int) inputRequest {
-	return inputRequest{key, "sampling", "sampling/createMessage", map[string]any{
+	return inputRequest{key, "sampling", mcp.MethodSampling, map[string]any{
 		"messages":  []map[string]any{{"role": "user", "content": map[string]any{"type": "text", "text": prompt}}},
 		"maxTokens": maxTokens,
 	}}
 }
 
 func elicitRequest(key, msg string, schema map[string]any) inputRequest {
-	return inputRequest{key, "elicitation", "elicitation/create", map[string]any{"message": msg, "requestedSchema": schema}}
+	return inputRequest{key, "elicitation", mcp.MethodElicit, map[string]any{"message": msg, "requestedSchema": schema}}
 }
 
 func rootsRequest(key string) inputRequest {
-	return inputRequest{key, "roots", "roots/list", map[string]any{}}
+	return inputRequest{key, "roots", mcp.MethodRootsList, map[string]any{}}
 }
 
 // sampledText is the text of a CreateMessageResult.

@@ -1,8 +1,9 @@
 // Package demo is a small stdio MCP server: the gateway's default child and
 // its test fixture. It implements the conformance suite's fixture surface
-// in either protocol era. It uses encoding/json and none of the gateway's
-// own packages, so that tests through it check the gateway rather than
-// agree with it.
+// in either protocol era. It reads and writes messages with encoding/json
+// and none of the gateway's machinery, so that tests through it check the
+// gateway rather than agree with it; it shares only the protocol's
+// vocabulary (package mcp), the names the spec fixes.
 package demo
 
 import (
@@ -18,18 +19,18 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // Version is reported as serverInfo.version.
 const Version = "0.2.0"
 
 const (
-	modernVersion = "2026-07-28"
-	maxLine       = 64 << 20
-	maxHistory    = 10000
+	maxLine    = 64 << 20
+	maxHistory = 10000
 )
-
-var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Run serves MCP on in and out until in ends or ctx is done. args are the
 // demo's flags (see -h).
@@ -116,15 +117,15 @@ type server struct {
 	logLevel      string                     // from logging/setLevel (legacy)
 	inflight      map[string]context.CancelFunc
 	asked         map[string]chan message // the demo's own requests to the client, by id
-	nextAsk       int
-	listens       map[string]listen // open subscriptions/listen requests, by raw id
-	subs          map[string]bool   // resources/subscribe'd URIs (legacy)
-	toolAdded     bool              // test_trigger_tool_change toggles a tool
-	promptAdded   bool              // test_trigger_prompt_change toggles a prompt
+	listens       map[string]listen       // open subscriptions/listen requests, by raw id
+	subs          map[string]bool         // resources/subscribe'd URIs (legacy)
+	toolAdded     bool                    // test_trigger_tool_change toggles a tool
+	promptAdded   bool                    // test_trigger_prompt_change toggles a prompt
 	tasks         *taskTable
 	requests      []seenRequest
 	cancellations []seenCancel
-	changed       chan struct{} // closed and replaced when history grows
+	answeredIDs   []json.RawMessage // ids of requests answered, once the answer is written
+	changed       chan struct{}     // closed and replaced when history grows
 }
 
 type seenRequest struct {
@@ -138,6 +139,8 @@ type seenCancel struct {
 	Reason    string          `json:"reason,omitempty"`
 	// Running says whether the request was still being worked on.
 	Running bool `json:"running"`
+	// Ignored says the demo took no notice of it (-fault ignore-cancel).
+	Ignored bool `json:"ignored,omitempty"`
 }
 
 type message struct {
@@ -160,14 +163,6 @@ type request struct {
 	progress json.RawMessage            // the progress token, if any
 }
 
-const (
-	metaVersion  = "io.modelcontextprotocol/protocolVersion"
-	metaCaps     = "io.modelcontextprotocol/clientCapabilities"
-	metaLogLevel = "io.modelcontextprotocol/logLevel"
-	metaSubID    = "io.modelcontextprotocol/subscriptionId"
-	metaServer   = "io.modelcontextprotocol/serverInfo"
-)
-
 // newRequest decides the request's era: a modern server serves everything
 // as 2026-07-28; a dual one serves requests with modern _meta that way.
 func (s *server) newRequest(m *message) *request {
@@ -176,12 +171,12 @@ func (s *server) newRequest(m *message) *request {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
-	_, hasVersion := p.Meta[metaVersion]
+	_, hasVersion := p.Meta[mcp.MetaProtocolVersion]
 	r.modern = s.era == "modern" || (s.era == "dual" && hasVersion)
 	r.progress = p.Meta["progressToken"]
 	if r.modern {
-		_ = json.Unmarshal(p.Meta[metaCaps], &r.caps)
-		_ = json.Unmarshal(p.Meta[metaLogLevel], &r.logLevel)
+		_ = json.Unmarshal(p.Meta[mcp.MetaClientCapabilities], &r.caps)
+		_ = json.Unmarshal(p.Meta[mcp.MetaLogLevel], &r.logLevel)
 		return r
 	}
 	s.mu.Lock()
@@ -211,7 +206,7 @@ func (s *server) serve(ctx context.Context, in io.Reader) error {
 		}
 		var m message
 		if err := json.Unmarshal(line, &m); err != nil {
-			s.send(errorResponse(nil, -32700, "parse error: "+err.Error(), nil))
+			s.send(errorResponse(nil, jsonrpc.CodeParseError, "parse error: "+err.Error(), nil))
 			continue
 		}
 		s.handle(ctx, &m)
@@ -242,11 +237,11 @@ type handler func(ctx context.Context, r *request) (any, *rpcError)
 func (s *server) request(ctx context.Context, r *request) {
 	h, ok := s.handlers(r)[r.method]
 	if !ok {
-		s.send(errorResponse(r.id, -32601, "method not found: "+r.method, nil))
+		s.send(errorResponse(r.id, jsonrpc.CodeMethodNotFound, "method not found: "+r.method, nil))
 		return
 	}
 	if !r.modern && s.era == "legacy" && !s.isInitialized() && r.method != "initialize" && r.method != "ping" {
-		s.send(errorResponse(r.id, -32600, "server not initialized", nil))
+		s.send(errorResponse(r.id, jsonrpc.CodeInvalidRequest, "server not initialized", nil))
 		return
 	}
 	// Every request runs on its own goroutine: a slow tool, or one waiting
@@ -272,37 +267,45 @@ func (s *server) request(ctx context.Context, r *request) {
 			s.send(errorResponse(r.id, rerr.Code, rerr.Message, rerr.Data))
 		case res != nil:
 			s.send(s.result(r, res))
+		default:
+			return
 		}
+		// Recorded once written: whoever reads the record over stdio reads
+		// it after the answer.
+		s.mu.Lock()
+		s.answeredIDs = appendBounded(s.answeredIDs, r.id)
+		s.wakeLocked()
+		s.mu.Unlock()
 	})
 }
 
 // handlers is the method table for the request's era.
 func (s *server) handlers(r *request) map[string]handler {
 	common := map[string]handler{
-		"tools/list":               s.toolsList,
-		"tools/call":               s.toolsCall,
-		"resources/list":           s.resourcesList,
-		"resources/templates/list": s.templatesList,
-		"resources/read":           s.resourcesRead,
-		"prompts/list":             s.promptsList,
-		"prompts/get":              s.promptsGet,
-		"completion/complete":      s.complete,
+		mcp.MethodToolsList:     s.toolsList,
+		mcp.MethodToolsCall:     s.toolsCall,
+		mcp.MethodResourcesList: s.resourcesList,
+		mcp.MethodTemplatesList: s.templatesList,
+		mcp.MethodResourcesRead: s.resourcesRead,
+		mcp.MethodPromptsList:   s.promptsList,
+		mcp.MethodPromptsGet:    s.promptsGet,
+		mcp.MethodComplete:      s.complete,
 	}
 	if r.modern {
-		common["server/discover"] = s.discover
-		common["subscriptions/listen"] = s.listen
-		common["tasks/get"] = s.tasksGet
-		common["tasks/cancel"] = s.tasksCancel
-		common["tasks/update"] = s.tasksUpdate
+		common[mcp.MethodDiscover] = s.discover
+		common[mcp.MethodListen] = s.listen
+		common[mcp.MethodTasksGet] = s.tasksGet
+		common[mcp.MethodTasksCancel] = s.tasksCancel
+		common[mcp.MethodTasksUpdate] = s.tasksUpdate
 		return common
 	}
 	common["initialize"] = s.initialize
 	common["ping"] = func(context.Context, *request) (any, *rpcError) { return map[string]any{}, nil }
-	common["logging/setLevel"] = s.setLevel
-	common["resources/subscribe"] = s.subscribe
-	common["resources/unsubscribe"] = s.unsubscribe
+	common[mcp.MethodSetLevel] = s.setLevel
+	common[mcp.MethodSubscribe] = s.subscribe
+	common[mcp.MethodUnsubscribe] = s.unsubscribe
 	if s.era == "dual" {
-		common["server/discover"] = s.discover
+		common[mcp.MethodDiscover] = s.discover
 	}
 	return common
 }
@@ -318,20 +321,17 @@ func (s *server) isInitialized() bool {
 func (s *server) result(r *request, res any) message {
 	b, err := json.Marshal(res)
 	if err != nil {
-		return errorResponse(r.id, -32603, "encode result: "+err.Error(), nil)
+		return errorResponse(r.id, jsonrpc.CodeInternalError, "encode result: "+err.Error(), nil)
 	}
 	if r.modern {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(b, &obj) == nil {
 			if _, ok := obj["resultType"]; !ok {
-				obj["resultType"] = json.RawMessage(`"complete"`)
+				obj["resultType"], _ = json.Marshal(mcp.ResultComplete)
 			}
-			switch r.method {
-			case "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read":
-				if string(obj["resultType"]) == `"complete"` {
-					obj["ttlMs"] = json.RawMessage("0")
-					obj["cacheScope"] = json.RawMessage(`"public"`)
-				}
+			if mcp.Cacheable(r.method) && string(obj["resultType"]) == `"`+mcp.ResultComplete+`"` {
+				obj["ttlMs"] = json.RawMessage("0")
+				obj["cacheScope"] = json.RawMessage(`"public"`)
 			}
 			b, _ = json.Marshal(obj)
 		}
@@ -346,31 +346,34 @@ type rpcError struct {
 }
 
 func invalidParams(msg string, data any) *rpcError {
-	return &rpcError{Code: -32602, Message: msg, Data: data}
+	return &rpcError{Code: jsonrpc.CodeInvalidParams, Message: msg, Data: data}
 }
 
 func (s *server) notification(m *message) {
 	switch m.Method {
-	case "notifications/initialized":
+	case mcp.NoteInitialized:
 		s.mu.Lock()
 		s.initialized = true
 		s.mu.Unlock()
-	case "notifications/cancelled":
-		if s.faults["ignore-cancel"] {
-			fmt.Fprintf(s.errOut, "demo: ignoring a cancellation: %s (-fault ignore-cancel)\n", m.Params)
-			return
-		}
+	case mcp.NoteCancelled:
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
 			Reason    string          `json:"reason"`
 		}
 		_ = json.Unmarshal(m.Params, &p)
+		ignore := s.faults["ignore-cancel"]
 		s.mu.Lock()
 		stop, running := s.inflight[string(p.RequestID)]
-		s.cancellations = appendBounded(s.cancellations, seenCancel{p.RequestID, p.Reason, running})
-		delete(s.listens, string(p.RequestID))
+		s.cancellations = appendBounded(s.cancellations, seenCancel{p.RequestID, p.Reason, running, ignore})
+		if !ignore {
+			delete(s.listens, string(p.RequestID))
+		}
 		s.wakeLocked()
 		s.mu.Unlock()
+		if ignore {
+			fmt.Fprintf(s.errOut, "demo: ignoring a cancellation: %s (-fault ignore-cancel)\n", m.Params)
+			return
+		}
 		if running {
 			stop()
 		}
@@ -382,7 +385,7 @@ func (s *server) record(m *message) {
 	var p struct {
 		Name string `json:"name"`
 	}
-	if m.Method == "tools/call" {
+	if m.Method == mcp.MethodToolsCall {
 		_ = json.Unmarshal(m.Params, &p)
 	}
 	s.mu.Lock()

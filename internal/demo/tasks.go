@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // The tasks extension (io.modelcontextprotocol/tasks, SEP-2663), served
@@ -19,8 +22,6 @@ import (
 // create tasks are in tasktools.go.
 
 const (
-	tasksExtension = "io.modelcontextprotocol/tasks"
-
 	// taskTTL is how long a task is kept from its creation, finished or
 	// not; its work is stopped then too, so nothing outlives it.
 	taskTTL          = 10 * time.Minute
@@ -50,15 +51,15 @@ func (r *request) hasExtension(name string) bool {
 // spec forbids a CreateTaskResult to a request that did not declare the
 // extension, and the extension exists only in 2026-07-28.
 func (r *request) takesTasks() bool {
-	return r.modern && r.hasExtension(tasksExtension)
+	return r.modern && r.hasExtension(mcp.TasksExtension)
 }
 
 // missingExtension is the error for a client that must declare the tasks
 // extension for what it asked (SEP-2575's Missing Required Client
 // Capability, naming the extension).
 func missingExtension() *rpcError {
-	return &rpcError{Code: -32021, Message: "this needs the client's " + tasksExtension + " extension",
-		Data: map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}}}
+	return &rpcError{Code: mcp.CodeMissingCapability, Message: "this needs the client's " + mcp.TasksExtension + " extension",
+		Data: map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{mcp.TasksExtension: map[string]any{}}}}}
 }
 
 type task struct {
@@ -161,10 +162,10 @@ func (s *server) startTask(work func(ctx context.Context, t *task) (any, *rpcErr
 	t, ok := s.tasks.add(stop)
 	if !ok {
 		stop()
-		return nil, &rpcError{Code: -32603, Message: fmt.Sprintf("the server already holds %d unfinished tasks; try again when one has ended", s.tasks.max)}
+		return nil, &rpcError{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the server already holds %d unfinished tasks; try again when one has ended", s.tasks.max)}
 	}
 	created := t.view(false)
-	created["resultType"] = "task"
+	created["resultType"] = mcp.ResultTask
 	s.wg.Go(func() {
 		defer stop()
 		defer close(t.done)
@@ -281,7 +282,7 @@ func (t *task) view(detailed bool) map[string]any {
 // taskByParams finds the task a tasks/* request names. A client that did
 // not declare the extension is refused before anything else.
 func (s *server) taskByParams(r *request) (*task, *rpcError) {
-	if !r.hasExtension(tasksExtension) {
+	if !r.hasExtension(mcp.TasksExtension) {
 		return nil, missingExtension()
 	}
 	var p struct {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // harness drives a server in-process: each request goes to handle, and
@@ -71,7 +73,7 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-var withTasks = map[string]any{"elicitation": map[string]any{}, "extensions": map[string]any{tasksExtension: map[string]any{}}}
+var withTasks = map[string]any{"elicitation": map[string]any{}, "extensions": map[string]any{mcp.TasksExtension: map[string]any{}}}
 
 type reply struct {
 	Result map[string]any
@@ -86,7 +88,7 @@ type reply struct {
 func (h *harness) call(method string, caps map[string]any, params map[string]any) reply {
 	h.t.Helper()
 	h.nextID++
-	p := map[string]any{"_meta": map[string]any{metaVersion: modernVersion, metaCaps: caps}}
+	p := map[string]any{"_meta": map[string]any{mcp.MetaProtocolVersion: mcp.Modern, mcp.MetaClientCapabilities: caps}}
 	for k, v := range params {
 		p[k] = v
 	}
@@ -320,7 +322,7 @@ func TestToolWithTask(t *testing.T) {
 		t.Errorf("the task's result: %v", got)
 	}
 
-	tasksOnly := map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}
+	tasksOnly := map[string]any{"extensions": map[string]any{mcp.TasksExtension: map[string]any{}}}
 	for _, caps := range []map[string]any{tasksOnly, withTasks} {
 		args := map[string]any{"duration_ms": 1}
 		if caps["elicitation"] == nil {

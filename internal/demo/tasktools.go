@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
 // The conformance suite's fixtures for the tasks extension. Each tool's
@@ -118,7 +120,7 @@ func failingJob(ctx context.Context, _ askFunc) (any, *rpcError) {
 }
 
 func protocolErrorJob(context.Context, askFunc) (any, *rpcError) {
-	return nil, &rpcError{Code: -32603, Message: "protocol_error_job broke inside the server, as it always does"}
+	return nil, &rpcError{Code: jsonrpc.CodeInternalError, Message: "protocol_error_job broke inside the server, as it always does"}
 }
 
 func confirmDelete(args json.RawMessage) (job, *rpcError) {

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 const maxBigBytes = 128 << 20
@@ -41,8 +45,8 @@ func (s *server) tools() []tool {
 			schema: object(map[string]any{"duration_ms": integer("how long to work (default 2000)"), "interval_ms": integer("how often to report progress (default 100)")}), run: s.slow},
 		{name: "big", description: "Returns a text result of the given size in bytes.",
 			schema: object(map[string]any{"bytes": integer(fmt.Sprintf("size of the text (at most %d)", maxBigBytes))}, "bytes"), run: s.big},
-		{name: "received", description: "Lists the requests and cancellations this server has received. With wait_cancelled it first waits (at most timeout_ms, default 10000) until that many cancellations have arrived.",
-			schema: object(map[string]any{"wait_cancelled": integer("cancellations to wait for"), "timeout_ms": integer("the most to wait")}), run: s.received},
+		{name: "received", description: "Lists the requests and cancellations this server has received, the ids of the requests it has answered, and its process id. With wait_cancelled it first waits (at most timeout_ms, default 10000) until that many cancellations have arrived; with wait_answered, until it has answered the request with that id.",
+			schema: object(map[string]any{"wait_cancelled": integer("cancellations to wait for"), "wait_answered": map[string]any{"type": []string{"string", "integer"}, "description": "a request id whose answer to wait for"}, "timeout_ms": integer("the most to wait")}), run: s.received},
 
 		// The conformance suite's fixtures.
 		{name: "test_simple_text", description: "Returns simple text.", schema: noArgs, run: constant(text("This is a simple text response for testing."))},
@@ -169,19 +173,23 @@ func (s *server) slow(ctx context.Context, r *request, args json.RawMessage) (an
 
 func (s *server) received(ctx context.Context, _ *request, args json.RawMessage) (any, *rpcError) {
 	a := struct {
-		WaitCancelled int `json:"wait_cancelled"`
-		TimeoutMS     int `json:"timeout_ms"`
-	}{0, 10000}
+		WaitCancelled int             `json:"wait_cancelled"`
+		WaitAnswered  json.RawMessage `json:"wait_answered"`
+		TimeoutMS     int             `json:"timeout_ms"`
+	}{0, nil, 10000}
 	_ = json.Unmarshal(args, &a)
 	deadline := time.NewTimer(time.Duration(a.TimeoutMS) * time.Millisecond)
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
-		enough := len(s.cancellations) >= a.WaitCancelled
+		enough := len(s.cancellations) >= a.WaitCancelled &&
+			(a.WaitAnswered == nil || slices.ContainsFunc(s.answeredIDs, func(id json.RawMessage) bool { return string(id) == string(a.WaitAnswered) }))
 		changed := s.changed
 		snapshot := map[string]any{
 			"requests":      append([]seenRequest{}, s.requests...),
 			"cancellations": append([]seenCancel{}, s.cancellations...),
+			"answered":      append([]json.RawMessage{}, s.answeredIDs...),
+			"pid":           os.Getpid(),
 		}
 		s.mu.Unlock()
 		waited := false
@@ -200,7 +208,7 @@ func (s *server) received(ctx context.Context, _ *request, args json.RawMessage)
 		res["structuredContent"] = snapshot
 		if waited {
 			res["isError"] = true
-			res["content"] = []map[string]any{{"type": "text", "text": fmt.Sprintf("gave up waiting for %d cancellations: %s", a.WaitCancelled, body)}}
+			res["content"] = []map[string]any{{"type": "text", "text": fmt.Sprintf("gave up waiting for %d cancellations and the answer to %s: %s", a.WaitCancelled, a.WaitAnswered, body)}}
 		}
 		return res, nil
 	}
@@ -245,7 +253,7 @@ func (s *server) triggerToolChange(_ context.Context, _ *request, _ json.RawMess
 	s.mu.Lock()
 	s.toolAdded = !s.toolAdded
 	s.mu.Unlock()
-	s.listChanged("notifications/tools/list_changed", "toolsListChanged")
+	s.listChanged(mcp.NoteToolsChanged, "toolsListChanged")
 	return text("The tool list changed."), nil
 }
 
@@ -253,7 +261,7 @@ func (s *server) triggerPromptChange(_ context.Context, _ *request, _ json.RawMe
 	s.mu.Lock()
 	s.promptAdded = !s.promptAdded
 	s.mu.Unlock()
-	s.listChanged("notifications/prompts/list_changed", "promptsListChanged")
+	s.listChanged(mcp.NotePromptsChanged, "promptsListChanged")
 	return text("The prompt list changed."), nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,10 +48,36 @@ func ChildCommand(t testing.TB, name string) (env []string, args []string) {
 }
 
 // runGoSDKServer is a third-party stdio MCP server written with the official
-// Go SDK: an echo tool and a slow tool that reports progress and logs to
-// stderr when its context is cancelled.
+// Go SDK: an echo tool, a slow tool that reports progress and stops when its
+// context is cancelled, and a cancelled tool that tells how many slow calls
+// were cancelled, after waiting (at most ten seconds) for at least wait of
+// them.
 func runGoSDKServer() {
 	server := mcp.NewServer(&mcp.Implementation{Name: "gosdk-test-server", Version: "1.0.0"}, nil)
+	var mu sync.Mutex
+	cancelled, changed := 0, make(chan struct{})
+	type cancelledIn struct {
+		Wait int `json:"wait"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "cancelled", Description: "counts the slow calls cancelled"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in cancelledIn) (*mcp.CallToolResult, any, error) {
+			timeout := time.After(10 * time.Second)
+			for {
+				mu.Lock()
+				n, wake := cancelled, changed
+				mu.Unlock()
+				if n >= in.Wait {
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(n)}}}, nil, nil
+				}
+				select {
+				case <-wake:
+				case <-timeout:
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(n)}}}, nil, nil
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+			}
+		})
 	type echoIn struct {
 		Text string `json:"text"`
 	}
@@ -67,6 +95,11 @@ func runGoSDKServer() {
 				select {
 				case <-ctx.Done():
 					fmt.Fprintf(os.Stderr, "gosdk: slow cancelled at step %d\n", i)
+					mu.Lock()
+					cancelled++
+					close(changed)
+					changed = make(chan struct{})
+					mu.Unlock()
 					return nil, nil, ctx.Err()
 				case <-time.After(20 * time.Millisecond):
 				}
@@ -79,4 +112,24 @@ func runGoSDKServer() {
 	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "gosdk server:", err)
 	}
+}
+
+// GoSDKCancelled asks the Go SDK server child how many of its slow calls
+// were cancelled, after waiting for at least n.
+func GoSDKCancelled(t testing.TB, url string, n int) int {
+	t.Helper()
+	var resp struct {
+		Result struct {
+			IsError bool `json:"isError"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	RPCJSON(t, url, fmt.Sprintf(`{"jsonrpc":"2.0","id":"cancelled","method":"tools/call","params":{"name":"cancelled","arguments":{"wait":%d}}}`, n), &resp)
+	if resp.Result.IsError || len(resp.Result.Content) != 1 {
+		t.Fatalf("the Go SDK server saw fewer than %d cancellations: %+v", n, resp.Result)
+	}
+	got, _ := strconv.Atoi(resp.Result.Content[0].Text)
+	return got
 }

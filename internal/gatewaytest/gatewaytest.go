@@ -109,15 +109,76 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Gateway {
 			t.Logf("gateway log:\n%s", g.Logs.Text())
 		}
 	})
-	rec := g.Logs.Wait(t, func(r Record) bool { return r["msg"] == "listening" })
+	// The one record with the address the gateway listens on.
+	rec := g.Logs.Wait(t, func(r Record) bool { _, ok := r["addr"].(string); return ok })
 	g.URL = "http://" + rec["addr"].(string)
 	return g
 }
 
-// WaitReady waits for the child's handshake to be done.
-func (g *Gateway) WaitReady() {
+// Readiness is the body of GET /readyz.
+type Readiness struct {
+	Status   string `json:"status"`
+	Reason   string `json:"reason"`
+	Draining bool   `json:"draining"`
+	Workers  []struct {
+		Ready    bool   `json:"ready"`
+		Era      string `json:"era"`
+		InFlight int    `json:"in_flight"`
+	} `json:"workers"`
+	Restarts         int `json:"restarts"`
+	InFlight         int `json:"in_flight"`
+	Queued           int `json:"queued"`
+	Pending          int `json:"pending"`
+	LateResponses    int `json:"late_responses"`
+	UnknownResponses int `json:"unknown_responses"`
+}
+
+// Await waits, at most a minute, until the gateway's state is until
+// (ready, not-ready or all-ready), and returns it; the gateway holds the
+// request until then (GET /readyz?wait=), so nothing polls.
+func (g *Gateway) Await(until string) Readiness {
 	g.t.Helper()
-	g.Logs.Wait(g.t, func(r Record) bool { return r["msg"] == "child ready" })
+	r, ok := g.readiness("?wait=1m&until=" + until)
+	reached := ok
+	switch until {
+	case "not-ready":
+		reached = !ok
+	case "all-ready":
+		for _, w := range r.Workers {
+			reached = reached && w.Ready
+		}
+	}
+	if !reached {
+		g.t.Fatalf("the gateway did not become %s: %+v", until, r)
+	}
+	return r
+}
+
+// Readiness is the gateway's state now.
+func (g *Gateway) Readiness() Readiness {
+	g.t.Helper()
+	r, _ := g.readiness("")
+	return r
+}
+
+func (g *Gateway) readiness(query string) (Readiness, bool) {
+	g.t.Helper()
+	resp, err := http.Get(g.URL + "/readyz" + query)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r Readiness
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		g.t.Fatalf("/readyz%s: %v", query, err)
+	}
+	return r, resp.StatusCode == http.StatusOK
+}
+
+// WaitReady waits until every child's handshake is done.
+func (g *Gateway) WaitReady() Readiness {
+	g.t.Helper()
+	return g.Await("all-ready")
 }
 
 type Record map[string]any
@@ -233,6 +294,8 @@ func RPCJSON(t testing.TB, url, body string, into any) *http.Response {
 
 // Received is the demo's record of what reached it.
 type Received struct {
+	PID      int               `json:"pid"`
+	Answered []json.RawMessage `json:"answered"`
 	Requests []struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -242,6 +305,7 @@ type Received struct {
 		RequestID json.RawMessage `json:"requestId"`
 		Reason    string          `json:"reason"`
 		Running   bool            `json:"running"`
+		Ignored   bool            `json:"ignored"`
 	} `json:"cancellations"`
 }
 
@@ -249,15 +313,22 @@ type Received struct {
 // at least n cancellations.
 func DemoReceived(t testing.TB, url string, n int) Received {
 	t.Helper()
+	return DemoReceivedArgs(t, url, fmt.Sprintf(`{"wait_cancelled":%d}`, n))
+}
+
+// DemoReceivedArgs is DemoReceived with the received tool's arguments
+// (wait_cancelled, wait_answered).
+func DemoReceivedArgs(t testing.TB, url, args string) Received {
+	t.Helper()
 	var resp struct {
 		Result struct {
 			IsError           bool     `json:"isError"`
 			StructuredContent Received `json:"structuredContent"`
 		} `json:"result"`
 	}
-	RPCJSON(t, url, fmt.Sprintf(`{"jsonrpc":"2.0","id":"rcv","method":"tools/call","params":{"name":"received","arguments":{"wait_cancelled":%d}}}`, n), &resp)
+	RPCJSON(t, url, `{"jsonrpc":"2.0","id":"rcv","method":"tools/call","params":{"name":"received","arguments":`+args+`}}`, &resp)
 	if resp.Result.IsError {
-		t.Fatalf("the demo saw fewer than %d cancellations: %+v", n, resp.Result.StructuredContent)
+		t.Fatalf("the demo did not see what the test waits for (%s): %+v", args, resp.Result.StructuredContent)
 	}
 	return resp.Result.StructuredContent
 }
