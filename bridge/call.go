@@ -280,7 +280,7 @@ func (c *call) abort(err error, reason string) {
 	if !ok {
 		return
 	}
-	if ex != nil && ex.ch.claim(ex) {
+	if ex != nil && ex.ch.retire(ex) {
 		ex.setOwner(nil)
 		if ex.asked.Load() {
 			ex.ch.b.q.refuseAll(ex, "the call was cancelled")

@@ -103,10 +103,10 @@ func (ch *child) register(ex *exchange) error {
 	return nil
 }
 
-// claim retires an exchange: it takes it out of the pending table, so that
-// a late answer is dropped. It fails when the exchange was taken already
-// (answered, failed, retired).
-func (ch *child) claim(ex *exchange) bool {
+// retire takes an exchange out of the pending table, so that a late answer
+// is dropped. It fails when the exchange was taken already (answered,
+// failed, retired).
+func (ch *child) retire(ex *exchange) bool {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.pending[ex.id] != ex {
@@ -116,7 +116,8 @@ func (ch *child) claim(ex *exchange) bool {
 	return true
 }
 
-func (ch *child) claimID(id int64) *exchange {
+// take is the reader taking the exchange the child answered.
+func (ch *child) take(id int64) *exchange {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	ex := ch.pending[id]
@@ -148,10 +149,10 @@ func (ch *child) inFlight() []*exchange {
 	return all
 }
 
-// claimAll empties the pending table and marks the child's service ended,
+// takeAll empties the pending table and marks the child's service ended,
 // so that no exchange can be registered after it. An earlier reason
 // stands.
-func (ch *child) claimAll(why error) ([]*exchange, error) {
+func (ch *child) takeAll(why error) ([]*exchange, error) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.ended == nil {
@@ -171,7 +172,7 @@ func (ch *child) claimAll(why error) ([]*exchange, error) {
 // A wedged child is killed outright where the transport can (see Killer):
 // it would not read its closed stdin.
 func (ch *child) kill(why error) {
-	exs, why := ch.claimAll(why)
+	exs, why := ch.takeAll(why)
 	ch.failAll(exs, why)
 	k, hard := ch.t.(Killer)
 	ch.w.bg.spawn(func() {
@@ -190,7 +191,7 @@ func (ch *child) end(readErr error) {
 	if !isEOF(readErr) {
 		why = fmt.Errorf("reading from the child failed: %w", readErr)
 	}
-	exs, why := ch.claimAll(why)
+	exs, why := ch.takeAll(why)
 	ch.failAll(exs, why)
 	level := slog.LevelWarn
 	var e *jsonrpc.Error
@@ -218,7 +219,7 @@ func (ch *child) failAll(exs []*exchange, why error) {
 // shutdown cancels every pending call, telling the child about each one
 // that reached it, then stops the child.
 func (ch *child) shutdown(ctx context.Context) {
-	exs, _ := ch.claimAll(errShutdown())
+	exs, _ := ch.takeAll(errShutdown())
 	for _, ex := range exs {
 		ex.fail(errShutdown())
 		if ex.sentOrWanted("gateway shutting down") {

@@ -61,14 +61,30 @@
 //
 // # Locks
 //
-// Each lock guards the fields listed under it in its struct. They nest only
-// in this order, outer first:
+// Every mutex of the package, and what it guards:
+//
+//   - Bridge.mu: the slots (worker.active), the queue, the listen count,
+//     draining and closing.
+//   - worker.mu: the current child, whether one is starting, the era
+//     verdict, closing; and child.ready.
+//   - child.mu: the pending table, why the child's service ended, a legacy
+//     child's listeners, subscriptions and log level.
+//   - questions.mu: every question for a client, every parked exchange,
+//     every call waiting for a legacy client's answers.
+//   - exchange.mu: its call (nil while parked) and how far its write got.
+//   - call.mu: whether it has ended, its exchange in flight, its timers, its
+//     slot.
+//   - mailbox.mu: what waits for the client.
+//   - toolCache.mu, background.mu: the x-mcp-header cache; the goroutines
+//     close waits for.
+//
+// They nest only in this order, outer first:
 //
 //	Bridge.mu → worker.mu → child.mu
 //	questions.mu → exchange.mu → child.mu
-//	questions.mu → call.mu
 //
-// call.mu, mailbox.mu, toolCache.mu and background.mu are leaves: nothing
-// else is locked while one is held. No lock is held while writing to a
-// child or waiting for anything.
+// call.mu, mailbox.mu, toolCache.mu and background.mu are leaves: they may
+// be taken with any other held, and nothing is locked while one is held.
+// Bridge.mu is also taken to release a slot, always with no other lock
+// held. No lock is held while writing to a child or waiting for anything.
 package bridge

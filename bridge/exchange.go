@@ -55,7 +55,7 @@ func (ch *child) start(ctx context.Context, c *call, extra []byte) error {
 	if !c.attach(ex) {
 		// The call ended before its request went out (its client left):
 		// nothing was written, so there is nothing to cancel.
-		ch.claim(ex)
+		ch.retire(ex)
 		return c.endError()
 	}
 	err := ch.t.WriteMessage(ctx, line)
@@ -115,14 +115,16 @@ func (ex *exchange) sentOrWanted(reason string) bool {
 
 func (ex *exchange) writeDone(err error) {
 	ex.mu.Lock()
-	defer ex.mu.Unlock()
 	if err != nil {
 		ex.write = notWritten
+		ex.mu.Unlock()
 		return
 	}
 	ex.write = written
-	if ex.cancelReason != "" {
-		ex.cancelInBackground(ex.cancelReason)
+	reason := ex.cancelReason
+	ex.mu.Unlock()
+	if reason != "" {
+		ex.cancelInBackground(reason)
 	}
 }
 

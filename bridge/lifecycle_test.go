@@ -414,3 +414,32 @@ func TestAutoEraSurvivesHardChildren(t *testing.T) {
 		c.wait()
 	})
 }
+
+// A call ends once: a second ending loses its claim, and an end delivered
+// without a claim (a bug) is reported, and changes nothing.
+func TestSecondEndIsReported(t *testing.T) {
+	t.Parallel()
+	var reported []error
+	b := &Bridge{q: newQuestions()}
+	b.opts.OnInternalError = func(err error) { reported = append(reported, err) }
+	b.opts.defaults()
+	b.log = b.opts.Logger
+	ch := newChild(&worker{b: b, log: b.log}, nil)
+	c := ch.newCall(context.Background(), callSpec{req: request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)})
+	if !c.end([]byte(`first`), nil) {
+		t.Fatal("the first ending lost its claim")
+	}
+	if c.end([]byte(`second`), nil) {
+		t.Error("a second ending won a claim")
+	}
+	if len(reported) != 0 {
+		t.Errorf("a lost claim was reported: %v", reported)
+	}
+	c.deliver([]byte(`third`), nil) // an ending that skipped its claim
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "ended twice") {
+		t.Errorf("reported %v, want the call ended twice", reported)
+	}
+	if _, resp, done, _ := c.Take(); !done || string(resp) != "first" {
+		t.Errorf("the call's end is %s, want the first", resp)
+	}
+}

@@ -157,7 +157,7 @@ func (c *call) event(b []byte) {
 // notifications/cancelled: the client gets the listen's completion.
 func (ch *child) endListen(id int64) {
 	ex := ch.lookup(id)
-	if ex == nil || ex.method != mcp.MethodListen || !ch.claim(ex) {
+	if ex == nil || ex.method != mcp.MethodListen || !ch.retire(ex) {
 		return
 	}
 	if c := ex.owner(); c != nil {

@@ -116,7 +116,7 @@ func (q *questions) abandon(ex *exchange) {
 	for _, a := range asks {
 		ex.ch.refuseChild(a.childID, a.method, "the client did not answer in time")
 	}
-	if ex.ch.claim(ex) {
+	if ex.ch.retire(ex) {
 		ex.cancel("the client did not continue the request in time")
 	}
 }

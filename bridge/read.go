@@ -77,7 +77,7 @@ func (ch *child) response(m *jsonrpc.Message) {
 		ch.log.Warn("child answered an id the gateway never sent; dropped", "id", string(m.ID))
 		return
 	}
-	ex := ch.claimID(id)
+	ex := ch.take(id)
 	if ex == nil {
 		if id > 0 && id <= ch.b.ids.Load() {
 			ch.b.late.Add(1)
@@ -104,7 +104,7 @@ func (ch *child) oversized(e SkippedMessage) {
 	if !ok {
 		return
 	}
-	if ex := ch.claimID(id); ex != nil {
+	if ex := ch.take(id); ex != nil {
 		ex.fail(jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large",
 			fmt.Sprintf("the child's response (%d bytes) exceeded the gateway's message size limit: %v", size, e)))
 	}

@@ -393,3 +393,54 @@ func TestTasksPassThrough(t *testing.T) {
 		t.Errorf("the child was told to cancel: %+v", got.Cancellations)
 	}
 }
+
+// A request whose members a child could read otherwise than the gateway
+// (twice, by letter case, through escapes) is refused at once with 400 and
+// -32600 naming the member, and never reaches the child: the demo decodes
+// with encoding/json, which ignores case and keeps the last duplicate.
+func TestAmbiguousRequestsNeverReachTheChild(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil)
+	modern := []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "echo"}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	tests := []struct {
+		name, body, says string
+		header           []string
+	}{
+		{"ID beside id", `{"jsonrpc":"2.0","id":1,"ID":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, `"ID"`, nil},
+		{"NAME beside name", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","NAME":"slow"}}`, `"NAME"`, nil},
+		{"name twice", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","name":"slow"}}`, `"name" twice`, nil},
+		{"name through an escape", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","n\u0061me":"slow"}}`, `"name" twice`, nil},
+		{"method twice", `{"jsonrpc":"2.0","id":5,"method":"tools/list","method":"tools/call","params":{"name":"slow"}}`, `"method" twice`, nil},
+		{"Method beside method", `{"jsonrpc":"2.0","id":6,"method":"tools/list","Method":"tools/call","params":{"name":"slow"}}`, `"Method"`, nil},
+		{"a modern request, NAME beside name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","NAME":"slow",` + meta + `}}`, `"NAME"`, modern},
+		{"progress token by case", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"slow","_meta":{"progressToken":1,"ProgressToken":2}}}`, `"ProgressToken"`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/mcp", strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
+			for i := 0; i+1 < len(tt.header); i += 2 {
+				req.Header.Set(tt.header[i], tt.header[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			defer resp.Body.Close()
+			var e rpcError
+			body, _ := io.ReadAll(resp.Body)
+			json.Unmarshal(body, &e)
+			if resp.StatusCode != 400 || e.Error.Code != -32600 || !strings.Contains(e.Error.Message, tt.says) {
+				t.Errorf("status %d, body %s; want 400 and -32600 naming %s", resp.StatusCode, body, tt.says)
+			}
+		})
+	}
+	for _, r := range demoReceived(t, g.URL, 0).Requests {
+		if r.Method == "tools/call" && r.Tool != "received" || r.Method == "tools/list" {
+			t.Errorf("the child got %s %s", r.Method, r.Tool)
+		}
+	}
+}
