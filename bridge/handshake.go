@@ -50,87 +50,110 @@ func (ch *child) probe(ctx context.Context) error {
 	}
 	timer := time.NewTimer(ch.b.opts.ProbeTimeout)
 	defer timer.Stop()
-	var init *call
-	timeout, discWake, initWake := timer.C, disc.Wake(), (<-chan struct{})(nil)
-	var refused error           // initialize was refused while the probe was still open
-	var giveUp <-chan time.Time // how long a refused initialize waits for the probe's answer
-	tryInitialize := func() error {
-		timeout = nil
-		if init != nil {
-			return nil
-		}
-		var err error
-		init, err = ch.startInitialize(ctx)
-		if err == nil {
-			initWake = init.Wake()
-		}
-		return err
-	}
+	p := &prober{ch: ch, ctx: ctx, disc: disc, timeout: timer.C, discWake: disc.Wake()}
 	for {
+		var done bool
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-timeout:
+		case <-p.timeout:
 			ch.log.Info("no answer to server/discover yet; trying initialize (a late DiscoverResult still counts)", "waited", ch.b.opts.ProbeTimeout)
-			if err := tryInitialize(); err != nil {
-				return err
-			}
-		case <-discWake:
-			_, raw, done, err := disc.Take()
-			if !done {
-				continue
-			}
-			discWake = nil
-			if err != nil {
-				if ch.endErr() != nil && init == nil {
-					return errExitedOnProbe
-				}
-				return err
-			}
-			m, err := jsonrpc.Parse(raw)
-			if err != nil {
-				return fmt.Errorf("the child's answer to server/discover: %w", err)
-			}
-			if ch.isModernAnswer(m) {
-				return ch.modern(init)
-			}
-			if refused != nil {
-				return refused
-			}
-			ch.log.Info("child refused server/discover; treating it as legacy", "error", head(m.Error))
-			if err := tryInitialize(); err != nil {
-				return err
-			}
-		case <-initWake:
-			_, raw, done, err := init.Take()
-			if !done {
-				continue
-			}
-			initWake = nil
-			if discWake != nil {
-				// Both answers may have come together; the select picks
-				// either, and a DiscoverResult wins.
-				if _, draw, ddone, derr := disc.Take(); ddone && derr == nil {
-					if m, perr := jsonrpc.Parse(draw); perr == nil && ch.isModernAnswer(m) {
-						return ch.modern(nil)
-					}
-				}
-				if resp, perr := jsonrpc.Parse(raw); err == nil && perr == nil && resp.Error != nil {
-					// A child that refuses initialize may be a slow modern
-					// one: its answer to the probe still counts.
-					refused = ch.finishInitialize(ctx, raw, err)
-					giveUp = time.After(ch.b.opts.HandshakeTimeout)
-					ch.log.Info("child refused initialize; waiting for its answer to server/discover", "error", head(resp.Error))
-					continue
-				}
-				disc.abort(errRetired, "") // a DiscoverResult after this is too late
-			}
-			return ch.finishInitialize(ctx, raw, err)
-		case <-giveUp:
+			err = p.tryInitialize()
+		case <-p.discWake:
+			done, err = p.discovered()
+		case <-p.initWake:
+			done, err = p.initialized()
+		case <-p.giveUp:
 			disc.abort(errRetired, "")
-			return refused
+			return p.refused
+		}
+		if done || err != nil {
+			return err
 		}
 	}
+}
+
+// prober is a probe under way: the server/discover still open, and the
+// initialize tried beside it.
+type prober struct {
+	ch       *child
+	ctx      context.Context
+	disc     *call
+	init     *call
+	timeout  <-chan time.Time // when initialize is tried too
+	discWake <-chan struct{}  // nil once server/discover is answered
+	initWake <-chan struct{}  // nil until initialize is sent, and once it is answered
+	refused  error            // initialize was refused while the probe was still open
+	giveUp   <-chan time.Time // how long a refused initialize waits for the probe's answer
+}
+
+func (p *prober) tryInitialize() error {
+	p.timeout = nil
+	if p.init != nil {
+		return nil
+	}
+	init, err := p.ch.startInitialize(p.ctx)
+	if err == nil {
+		p.init, p.initWake = init, init.Wake()
+	}
+	return err
+}
+
+// discovered takes the answer to server/discover, if it is in, and reports
+// whether the handshake is over.
+func (p *prober) discovered() (done bool, err error) {
+	_, raw, answered, err := p.disc.Take()
+	if !answered {
+		return false, nil
+	}
+	p.discWake = nil
+	if err != nil {
+		if p.ch.endErr() != nil && p.init == nil {
+			return true, errExitedOnProbe
+		}
+		return true, err
+	}
+	m, err := jsonrpc.Parse(raw)
+	if err != nil {
+		return true, fmt.Errorf("the child's answer to server/discover: %w", err)
+	}
+	if p.ch.isModernAnswer(m) {
+		return true, p.ch.modern(p.init)
+	}
+	if p.refused != nil {
+		return true, p.refused
+	}
+	p.ch.log.Info("child refused server/discover; treating it as legacy", "error", head(m.Error))
+	return false, p.tryInitialize()
+}
+
+// initialized takes the answer to initialize, if it is in, and reports
+// whether the handshake is over.
+func (p *prober) initialized() (done bool, err error) {
+	_, raw, answered, err := p.init.Take()
+	if !answered {
+		return false, nil
+	}
+	p.initWake = nil
+	if p.discWake != nil {
+		// Both answers may have come together; the select picks either,
+		// and a DiscoverResult wins.
+		if _, draw, ddone, derr := p.disc.Take(); ddone && derr == nil {
+			if m, perr := jsonrpc.Parse(draw); perr == nil && p.ch.isModernAnswer(m) {
+				return true, p.ch.modern(nil)
+			}
+		}
+		if resp, perr := jsonrpc.Parse(raw); err == nil && perr == nil && resp.Error != nil {
+			// A child that refuses initialize may be a slow modern one:
+			// its answer to the probe still counts.
+			p.refused = p.ch.finishInitialize(p.ctx, raw, err)
+			p.giveUp = time.After(p.ch.b.opts.HandshakeTimeout)
+			p.ch.log.Info("child refused initialize; waiting for its answer to server/discover", "error", head(resp.Error))
+			return false, nil
+		}
+		p.disc.abort(errRetired, "") // a DiscoverResult after this is too late
+	}
+	return true, p.ch.finishInitialize(p.ctx, raw, err)
 }
 
 // errRetired ends a request of the gateway's own whose answer it no longer

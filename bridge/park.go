@@ -184,17 +184,7 @@ func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this requestState is from an earlier round; use the latest one"}
 	}
 	responses, _ := req.Param(mcp.ParamInputResponses)
-	var replies [][]byte
-	var methods []string
-	st.asks = slices.DeleteFunc(st.asks, func(a *ask) bool {
-		r := jsonrpc.Get(responses, a.key)
-		if len(r) == 0 || r[0] != '{' {
-			return false // missing or not a result: asked for again below
-		}
-		replies = append(replies, jsonrpc.NewResult(a.childID, r))
-		methods = append(methods, a.method)
-		return true
-	})
+	replies, methods := st.answeredBy(responses)
 	if len(st.asks) > 0 {
 		irr := q.inputRequiredLocked(ex, st)
 		q.mu.Unlock()
@@ -229,6 +219,22 @@ func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id
 	}
 	ex.ch.sendReplies(ctx, replies, methods)
 	return c, nil
+}
+
+// answeredBy takes the questions a retry's inputResponses answer out of
+// st, and returns the replies for the child. A question with no answer, or
+// an answer that is not a result, stays, to be asked again.
+func (st *asking) answeredBy(responses []byte) (replies [][]byte, methods []string) {
+	st.asks = slices.DeleteFunc(st.asks, func(a *ask) bool {
+		r := jsonrpc.Get(responses, a.key)
+		if len(r) == 0 || r[0] != '{' {
+			return false
+		}
+		replies = append(replies, jsonrpc.NewResult(a.childID, r))
+		methods = append(methods, a.method)
+		return true
+	})
+	return replies, methods
 }
 
 // sendReplies answers the child's questions, in order.

@@ -22,37 +22,10 @@ import (
 // mcp serves POST /mcp: one JSON-RPC request or notification per POST.
 // Bad input is answered here and never reaches the child.
 func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
-	if !isJSON(r.Header.Get("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: fmt.Sprintf("Content-Type must be application/json, not %q", r.Header.Get("Content-Type"))})
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
-	// A body that trickles in must not hold a goroutine forever; the
-	// deadline is lifted once the body is in, since the answer may be a
-	// stream that lasts as long as the call.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(h.opts.ClientTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	if err != nil {
-		// The rest of the body will not be read: the connection cannot be
-		// reused (net/http would otherwise wait to drain it).
-		w.Header().Set("Connection", "close")
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-				Message: fmt.Sprintf("request body over the gateway's %d-byte limit", tooBig.Limit)})
-			return
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			writeError(w, http.StatusRequestTimeout, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-				Message: fmt.Sprintf("the request body did not arrive within %v", h.opts.ClientTimeout)})
-			return
-		}
-		// The client went away mid-body; there is no one to answer.
-		h.log.Debug("reading request body", "err", err)
-		return
-	}
-	_ = rc.SetReadDeadline(time.Time{})
 	msg, err := jsonrpc.Parse(body)
 	switch {
 	case errors.Is(err, jsonrpc.ErrParse):
@@ -61,20 +34,8 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, http.StatusBadRequest, jsonrpc.BestEffortID(body), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error() + " (send one JSON-RPC 2.0 request or notification per POST; batches are not supported)"})
 		return
-	}
-	if msg.Kind == jsonrpc.KindResponse {
-		// A legacy client answering a question the gateway relayed to it.
-		// 2026-07-28 clients never send responses.
-		if isModern(r, nil) {
-			writeError(w, http.StatusBadRequest, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-				Message: "a " + mcp.Modern + " client sends no responses"})
-			return
-		}
-		if _, ok := h.legacySession(w, r, msg.ID); !ok {
-			return
-		}
-		h.b.Respond(r.Context(), msg)
-		w.WriteHeader(http.StatusAccepted)
+	case msg.Kind == jsonrpc.KindResponse:
+		h.answer(w, r, msg)
 		return
 	}
 	// Every member the gateway acts on is read here, once; a request that
@@ -85,33 +46,95 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(e.Code), msg.ID, e)
 		return
 	}
-	if msg.Kind == jsonrpc.KindNotification {
-		if !isModern(r, req) {
-			sess, ok := h.legacySession(w, r, nil)
-			if !ok {
-				return
-			}
-			if sess != nil && msg.Method == mcp.NoteCancelled {
-				sess.cancel(req)
-			}
-		}
-		if err := h.b.Notify(r.Context(), msg); err != nil {
-			h.fail(w, r, nil, err)
+	switch {
+	case msg.Kind == jsonrpc.KindNotification:
+		h.notification(w, r, req)
+	case !isModern(r, req):
+		h.legacy(w, r, req)
+	default:
+		h.modern(w, r, req)
+	}
+}
+
+// readBody reads a POST's JSON body within the size and time limits, or
+// answers the client itself and reports false.
+func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("Content-Type must be application/json, not %q", r.Header.Get("Content-Type"))})
+		return nil, false
+	}
+	// A body that trickles in must not hold a goroutine forever; the
+	// deadline is lifted once the body is in, since the answer may be a
+	// stream that lasts as long as the call.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.opts.ClientTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+		return body, true
+	}
+	// The rest of the body will not be read: the connection cannot be
+	// reused (net/http would otherwise wait to drain it).
+	w.Header().Set("Connection", "close")
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("request body over the gateway's %d-byte limit", tooBig.Limit)})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeError(w, http.StatusRequestTimeout, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("the request body did not arrive within %v", h.opts.ClientTimeout)})
+	default:
+		// The client went away mid-body; there is no one to answer.
+		h.log.Debug("reading request body", "err", err)
+	}
+	return nil, false
+}
+
+// answer takes a legacy client's answer to a question the gateway relayed
+// to it. 2026-07-28 clients never send responses.
+func (h *handlers) answer(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+	if isModern(r, nil) {
+		writeError(w, http.StatusBadRequest, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "a " + mcp.Modern + " client sends no responses"})
+		return
+	}
+	if _, ok := h.legacySession(w, r, msg.ID); !ok {
+		return
+	}
+	h.b.Respond(r.Context(), msg)
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// notification forwards a client's notification; a legacy client's
+// notifications/cancelled also ends the call of its session it names.
+func (h *handlers) notification(w http.ResponseWriter, r *http.Request, n *mcp.Request) {
+	if !isModern(r, n) {
+		sess, ok := h.legacySession(w, r, nil)
+		if !ok {
 			return
 		}
-		w.WriteHeader(http.StatusAccepted)
+		if sess != nil && n.Method == mcp.NoteCancelled {
+			sess.cancel(n)
+		}
+	}
+	if err := h.b.Notify(r.Context(), n.Message); err != nil {
+		h.fail(w, r, nil, err)
 		return
 	}
-	if !isModern(r, req) {
-		h.legacy(w, r, req)
-		return
-	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// modern serves a 2026-07-28 client's request, once it passes the
+// revision's checks.
+func (h *handlers) modern(w http.ResponseWriter, r *http.Request, req *mcp.Request) {
 	caller, f := modernCaller(r, req)
-	if f == nil && msg.Method == mcp.MethodToolsCall {
+	if f == nil && req.Method == mcp.MethodToolsCall {
 		f = h.checkParamHeaders(r, req)
 	}
 	if f != nil {
-		writeError(w, f.status, msg.ID, f.err)
+		writeError(w, f.status, req.ID, f.err)
 		return
 	}
 	caller.CanStream = accepts(r.Header.Get("Accept"), "text/event-stream")

@@ -84,37 +84,12 @@ func Parse(raw []byte) (*Message, error) {
 		if !found {
 			continue
 		}
-		val := raw[v.Start:v.End]
-		switch name {
-		case "jsonrpc":
-			if string(val) != `"2.0"` {
-				return nil, fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrInvalid)
-			}
-			hasVersion = true
-		case "id":
-			if !validID(val) {
-				return nil, fmt.Errorf("%w: id must be a string, a number or null", ErrInvalid)
-			}
-			m.ID, m.id, hasID = val, v, true
-		case "method":
-			name, ok := plainString(val)
-			if !ok {
-				return nil, fmt.Errorf("%w: method must be a string", ErrInvalid)
-			}
-			m.Method, hasMethod = name, true
-		case "params":
-			if val[0] != '{' && val[0] != '[' {
-				return nil, fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
-			}
-			m.Params, m.params = val, v
-		case "result":
-			m.Result, m.result = val, v
-		case "error":
-			if val[0] != '{' {
-				return nil, fmt.Errorf("%w: error must be an object", ErrInvalid)
-			}
-			m.Error, m.err = val, v
+		if err := m.set(name, v); err != nil {
+			return nil, err
 		}
+		hasVersion = hasVersion || name == "jsonrpc"
+		hasID = hasID || name == "id"
+		hasMethod = hasMethod || name == "method"
 	}
 	if !hasVersion {
 		return nil, fmt.Errorf("%w: missing jsonrpc \"2.0\"", ErrInvalid)
@@ -140,6 +115,42 @@ func Parse(raw []byte) (*Message, error) {
 		return nil, fmt.Errorf("%w: neither a request, a notification nor a response", ErrInvalid)
 	}
 	return m, nil
+}
+
+// set records the envelope member name, whose value is at v in Raw, after
+// checking its type.
+func (m *Message) set(name string, v Span) error {
+	val := m.Raw[v.Start:v.End]
+	switch name {
+	case "jsonrpc":
+		if string(val) != `"2.0"` {
+			return fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrInvalid)
+		}
+	case "id":
+		if !validID(val) {
+			return fmt.Errorf("%w: id must be a string, a number or null", ErrInvalid)
+		}
+		m.ID, m.id = val, v
+	case "method":
+		method, ok := plainString(val)
+		if !ok {
+			return fmt.Errorf("%w: method must be a string", ErrInvalid)
+		}
+		m.Method = method
+	case "params":
+		if val[0] != '{' && val[0] != '[' {
+			return fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
+		}
+		m.Params, m.params = val, v
+	case "result":
+		m.Result, m.result = val, v
+	case "error":
+		if val[0] != '{' {
+			return fmt.Errorf("%w: error must be an object", ErrInvalid)
+		}
+		m.Error, m.err = val, v
+	}
+	return nil
 }
 
 func validID(v []byte) bool {
