@@ -198,7 +198,7 @@ func (ch *child) end(readErr error) {
 	if errors.As(why, &e) && e.Code == jsonrpc.CodeShutdown {
 		level = slog.LevelInfo
 	}
-	ch.log.Log(context.Background(), level, "child session ended", "err", why, "failed_calls", len(exs))
+	ch.log.Log(context.Background(), level, "child stopped serving", "err", why, "failed_calls", len(exs))
 	// Close is idempotent: stopping the child here reaps it and its group.
 	ch.t.Close()
 }

@@ -127,7 +127,7 @@ func TestLogRouting(t *testing.T) {
 	}
 
 	// One call, at info: the child is first set to log at info (its level is
-	// session-wide); the debug line is filtered, the warning passes.
+	// child-wide); the debug line is filtered, the warning passes.
 	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{LogLevel: "info"})
 	if err != nil {
 		t.Fatal(err)

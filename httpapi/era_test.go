@@ -183,6 +183,18 @@ func TestParamHeaders(t *testing.T) {
 			t.Errorf("%s: status %d code %d id %s, want 400 -32020 5", name, resp.StatusCode, code, id)
 		}
 	}
+	// An argument a header mirrors must be one the child reads the same way.
+	for name, args := range map[string]string{
+		"twice":           `{"region":"eu","region":"us"}`,
+		"by letter case":  `{"region":"eu","Region":"us"}`,
+		"nested, by case": `{"region":"eu","spec":{"replicas":3,"Replicas":4}}`,
+	} {
+		resp := call(args, "Mcp-Param-Region", "eu", "Mcp-Param-Replicas", "3")
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 400 || !strings.Contains(string(body), `"code":-32600`) || !strings.Contains(string(body), "params.arguments") {
+			t.Errorf("an ambiguous argument %s: status %d %s, want 400 -32600 naming it", name, resp.StatusCode, body)
+		}
+	}
 	accepted := []*http.Response{}
 	go func() {
 		for range 4 {

@@ -73,7 +73,9 @@ func (s *server) askAll(ctx context.Context, reqs []inputRequest) (map[string]js
 	return answers, nil
 }
 
-func (s *server) answered(m *message) {
+// clientAnswered takes the client's answer to one of the demo's own
+// questions.
+func (s *server) clientAnswered(m *message) {
 	s.mu.Lock()
 	reply, ok := s.asked[string(m.ID)]
 	s.mu.Unlock()

@@ -221,7 +221,7 @@ func (s *server) handle(ctx context.Context, m *message) {
 	s.onMessage(m)
 	switch {
 	case m.Method == "" && m.ID != nil:
-		s.answered(m)
+		s.clientAnswered(m)
 	case m.ID == nil:
 		s.notification(m)
 	default:
