@@ -205,13 +205,84 @@ func TestLegacyChildAsksAModernClient(t *testing.T) {
 	}
 }
 
+// park starts a modern client's call that the child asks one question
+// (id "q"), and returns the exchange's request as the child got it and the
+// requestState of the InputRequiredResult.
+func park(t *testing.T, w *world, child *fakeChild) (*jsonrpc.Message, string) {
+	t.Helper()
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"ask"}}`), modernAsker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{"message":"?"}}`)
+	resp, err := c.wait()
+	var irr struct {
+		Result struct {
+			RequestState string `json:"requestState"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(resp, &irr); err != nil || irr.Result.RequestState == "" {
+		t.Fatalf("first answer = %s, %v", resp, err)
+	}
+	return req, irr.Result.RequestState
+}
+
+// The answer a retry brings reaches the child even when the retry's
+// client is gone by the time it is written: the child waits for it.
+func TestRetryAnswerOutlivesItsClient(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	req, state := park(t, w, child)
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	r, err := callOn(w.b, gone, request(t, `{"jsonrpc":"2.0","id":"second","method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"`+state+`"}}`), modernAsker)
+	if got := child.next(); string(got.ID) != `"q"` || got.Result == nil {
+		t.Fatalf("child got %s, want the answer to q", got.Raw)
+	}
+	if err == nil {
+		if _, err := r.wait(); !errors.Is(err, context.Canceled) {
+			t.Errorf("the retry whose client left ended with %v", err)
+		}
+		if n := child.expect("notifications/cancelled"); !contains(n.Params, `"requestId":`+string(req.ID)) {
+			t.Errorf("cancellation = %s", n.Params)
+		}
+	} else if !errors.Is(err, context.Canceled) {
+		t.Errorf("the retry whose client left: %v", err)
+	}
+}
+
+// An error the child answers while the call is parked reaches the retry
+// with its code, as any error of the child's does.
+func TestErrorAnsweredWhileParked(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	req, state := park(t, w, child)
+	child.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"gone"}}`, req.ID)
+	// The reader has the answer once it has read the next line, which it
+	// refuses: nothing is in flight that could answer it.
+	child.send(`{"jsonrpc":"2.0","id":"x","method":"sampling/createMessage","params":{}}`)
+	if m := child.next(); string(m.ID) != `"x"` || m.Error == nil {
+		t.Fatalf("child got %s", m.Raw)
+	}
+	r, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"second","method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"`+state+`"}}`), modernAsker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := r.wait(); err != nil || !contains(resp, `"code":-32601`) || r.ErrorCode() != -32601 {
+		t.Errorf("retry got %s, %v, code %d; want the child's -32601", resp, err, r.ErrorCode())
+	}
+}
+
 // A parked call whose client never comes back is cancelled toward the
 // child, and the child's question is refused.
 func TestParkedCallIsAbandoned(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
-		w.b = New(w.start, Options{Era: EraLegacy, IdleTimeout: time.Minute})
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}))
 		child := <-w.children
 		defer child.exit()
 		defer w.b.Close(context.Background())

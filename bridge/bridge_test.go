@@ -156,7 +156,7 @@ func TestCancellationFollowsAWriteInFlight(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := &world{t: t, children: make(chan *fakeChild, 8), gated: true}
-		w.b = New(w.start, Options{Era: EraModern})
+		w.b = New(w.start, strict(t, Options{Era: EraModern}))
 		child := <-w.children
 		synctest.Wait() // the bridge is ready (modern: no handshake)
 		ctx, cancel := context.WithCancel(context.Background())

@@ -155,9 +155,9 @@ func answeredByGateway(req *mcp.Request, result []byte) *call {
 
 // line is the request as the child gets it under exchange id: the
 // gateway's id, the gateway's progress token in place of the client's, the
-// _meta a modern child needs for a legacy client, and extra params members
-// (a retry's inputResponses). Every other byte is the client's.
-func (c *call) line(id int64, extra []byte) []byte {
+// _meta a modern child needs for a legacy client, and params members set by
+// the gateway (a retry's inputResponses). Every other byte is the client's.
+func (c *call) line(id int64, set []mcp.Member) []byte {
 	if c.internal() {
 		return jsonrpc.NewRequest(id, c.method, c.params)
 	}
@@ -168,9 +168,9 @@ func (c *call) line(id int64, extra []byte) []byte {
 		edits = append(edits, jsonrpc.Edit{Span: sp, New: jsonrpc.Int(id)})
 	}
 	if !c.caller.Modern && c.ch.eraNow() == EraModern {
-		edits = append(edits, mcp.ModernRequest(req, mcp.Client{Capabilities: c.caller.Capabilities, Info: c.caller.ClientInfo, LogLevel: c.caller.LogLevel}, extra)...)
-	} else if extra != nil {
-		edits = append(edits, mcp.ParamsEdit(req.Message, extra))
+		edits = append(edits, mcp.ModernRequest(req, mcp.Client{Capabilities: c.caller.Capabilities, Info: c.caller.ClientInfo, LogLevel: c.caller.LogLevel}, set...)...)
+	} else if set != nil {
+		edits = append(edits, mcp.SetParams(req, set)...)
 	}
 	line := jsonrpc.Splice(req.Raw, edits...)
 	if bytes.ContainsAny(line, "\r\n") {
@@ -291,24 +291,29 @@ func (c *call) abort(err error, reason string) {
 	c.deliver(nil, err)
 }
 
-// endError is why an ended call ended.
-func (c *call) endError() error {
-	_, _, _, err := c.box.peek()
-	return err
+// endedBefore is why a call ended before it could start: its client's
+// ctx ended, or another ending came first, whose error may not be
+// delivered yet.
+func (c *call) endedBefore(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, _, _, err := c.box.peek(); err != nil {
+		return err
+	}
+	return errUnavailable("the call ended before its request reached the child")
 }
 
-// give hands the call a slot to release when it ends; a call that has
-// ended releases it at once.
-func (c *call) give(s *slot) {
+// give hands the call a slot to release when it ends. A call that has
+// ended gives it back, for the caller to release once it holds no lock.
+func (c *call) give(s *slot) (back *slot) {
 	c.mu.Lock()
-	ended := c.ended
-	if !ended {
-		c.slot = s
+	defer c.mu.Unlock()
+	if c.ended {
+		return s
 	}
-	c.mu.Unlock()
-	if ended {
-		s.release()
-	}
+	c.slot = s
+	return nil
 }
 
 // takeSlot takes the call's slot away, for a parking to hold.
@@ -329,9 +334,14 @@ func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) {
 	}
 	ps, _ := m.ParamsSpan()
 	note := jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: jsonrpc.Span{Start: ps.Start + tok.Start, End: ps.Start + tok.End}, New: c.token})
-	if !c.box.note(note, noteProgress) {
-		return
+	if c.box.note(note, noteProgress) {
+		c.resetIdle()
 	}
+}
+
+// resetIdle restarts the idle timer: the call is alive (it reported
+// progress, or its client is being asked something, or answered).
+func (c *call) resetIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.idle != nil && !c.ended {

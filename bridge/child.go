@@ -27,10 +27,12 @@ type child struct {
 
 	mu         sync.Mutex
 	pending    map[int64]*exchange
-	ended      error          // why the child's service ended; nil while it serves
-	listeners  []*call        // listens built on a legacy child
-	subscribed map[string]int // a legacy child's resource subscriptions, by listener count
-	logLevel   string         // the level last set on a legacy child; "" for its default
+	ended      error           // why the child's service ended; nil while it serves
+	listeners  []*call         // listens built on a legacy child
+	subscribed map[string]int  // a legacy child's resources with listeners, by listener count
+	onChild    map[string]bool // the resources the child was last told to subscribe to
+	syncing    map[string]bool // the resources whose subscription is being brought in line
+	logLevel   string          // the level last set on a legacy child; "" for its default
 
 	done     chan struct{} // closed when the reader has stopped and every call has ended
 	ready    bool          // handshake done; guarded by worker.mu
@@ -58,6 +60,8 @@ func newChild(w *worker, t Transport) *child {
 		log:        w.log,
 		pending:    make(map[int64]*exchange),
 		subscribed: map[string]int{},
+		onChild:    map[string]bool{},
+		syncing:    map[string]bool{},
 		done:       make(chan struct{}),
 	}
 	ch.touch()
@@ -213,6 +217,7 @@ func (ch *child) failAll(exs []*exchange, why error) {
 		}
 		ex.fail(errUnavailable(fmt.Sprintf("%v; %s", why, again)))
 	}
+	ch.b.q.childGone(ch, errUnavailable(fmt.Sprintf("%v; the call was lost", why)))
 	ch.endListeners(errUnavailable(fmt.Sprintf("%v; listen again", why)))
 }
 
@@ -226,14 +231,17 @@ func (ch *child) shutdown(ctx context.Context) {
 			ch.writeCancel(ctx, ex, "gateway shutting down")
 		}
 	}
+	ch.b.q.childGone(ch, errShutdown())
 	ch.endListeners(errShutdown())
 	ch.t.Close()
 	<-ch.done
 }
 
-// toChild writes an answer to one of the child's own requests.
+// toChild writes an answer to one of the child's own requests. The child
+// waits for it whatever becomes of the client that gave it, so the write
+// is not tied to that client's ctx, only bounded.
 func (ch *child) toChild(ctx context.Context, line []byte, method string) {
-	ctx, cancel := context.WithTimeout(ctx, ch.b.opts.CancelTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ch.b.opts.CancelTimeout)
 	defer cancel()
 	if err := ch.t.WriteMessage(ctx, line); err != nil {
 		ch.log.Warn("could not answer the child's request", "method", method, "err", err)

@@ -30,8 +30,8 @@
 //   - questions (questions.go, park.go, inputs.go) are the child's questions
 //     for clients in the middle of a call, and the calls parked for a 2026
 //     client's retry.
-//   - listen.go, logs.go, tools.go, notify.go: subscriptions/listen, log
-//     routing, the x-mcp-header cache, client notifications.
+//   - listen.go, logs.go, tools.go: subscriptions/listen, log routing, the
+//     x-mcp-header cache.
 //
 // # How a call ends
 //

@@ -42,11 +42,11 @@ const (
 
 // start sends the call's request to the child as a new exchange:
 // registered first, so that an answer racing the write is not lost, then
-// written. extra are more params members (a retry's inputResponses). On
-// failure the call has ended and the error says why.
-func (ch *child) start(ctx context.Context, c *call, extra []byte) error {
+// written. set are params members the gateway sets (a retry's
+// inputResponses). On failure the call has ended and the error says why.
+func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 	ex := &exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, internal: c.internal(), call: c}
-	line := c.line(ex.id, extra)
+	line := c.line(ex.id, set)
 	if err := ch.register(ex); err != nil {
 		e := notRunning(err)
 		c.abort(e, "")
@@ -56,7 +56,7 @@ func (ch *child) start(ctx context.Context, c *call, extra []byte) error {
 		// The call ended before its request went out (its client left):
 		// nothing was written, so there is nothing to cancel.
 		ch.retire(ex)
-		return c.endError()
+		return c.endedBefore(ctx)
 	}
 	err := ch.t.WriteMessage(ctx, line)
 	ch.log.Debug("to child", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "size", len(line), "err", err)
@@ -172,20 +172,26 @@ func (ex *exchange) answered(m *jsonrpc.Message) {
 		ex.ch.b.bug(fmt.Errorf("exchange %d was answered with neither a call nor a parking", ex.id))
 		return
 	}
+	if c.needsInputFromLegacyClient(m) {
+		c.askForInputs(ex, m)
+		return
+	}
+	if !c.answer(ex, m) {
+		// Its client left (or timed out) just as the answer came.
+		ex.ch.b.late.Add(1)
+		ex.ch.log.Debug("dropped late response", "id", ex.id)
+	}
+}
+
+// answer ends the call with the child's answer m to ex, and reports false
+// when another ending came first.
+func (c *call) answer(ex *exchange, m *jsonrpc.Message) bool {
 	if m.Error != nil {
 		if code, ok := mcp.ErrorCode(m.Error); ok {
 			c.box.setErrorCode(code)
 		}
 	}
-	if c.needsInputFromLegacyClient(m) {
-		c.askForInputs(ex, m)
-		return
-	}
-	if !c.end(c.restore(ex, m), nil) {
-		// Its client left (or timed out) just as the answer came.
-		ex.ch.b.late.Add(1)
-		ex.ch.log.Debug("dropped late response", "id", ex.id)
-	}
+	return c.end(c.restore(ex, m), nil)
 }
 
 // fail ends the exchange, taken from the pending table of a child whose

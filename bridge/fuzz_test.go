@@ -21,6 +21,7 @@ func FuzzRewrite(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1e3,"method":"m","params":{"_meta":{"progressToken":-12,"k":[1,{"progressToken":2}]}}}`), int64(1<<40))
 	f.Add([]byte("{\n \"jsonrpc\": \"2.0\",\n \"id\": 9,\n \"method\": \"m\",\n \"params\": {\"s\": \"\\u2028\", \"_meta\": {\"progressToken\": \"p\"}}\n}"), int64(3))
 	f.Add([]byte(`{"params":{"a":null},"method":"m","id":"\u00e9","jsonrpc":"2.0"}`), int64(2))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","_meta":null,"requestState":"x","inputResponses":{}}}`), int64(5))
 	f.Fuzz(func(t *testing.T, raw []byte, gw int64) {
 		if gw <= 0 {
 			return
@@ -49,6 +50,30 @@ func FuzzRewrite(f *testing.F) {
 		}
 		if id, ok := out.IDInt(); !ok || id != gw || out.Method != req.Method {
 			t.Fatalf("the child's line %s: want id %d and method %q", line, gw, req.Method)
+		}
+		// A child of any decoder reads the line one way, translated for a
+		// 2026 child (with the _meta a 2025 client's request lacks, and a
+		// retry's members) or not.
+		if _, err := mcp.Read(out); err != nil {
+			t.Fatalf("the child's line %s is ambiguous: %v", line, err)
+		}
+		ch.setEra(EraModern)
+		set := []mcp.Member{{Key: mcp.ParamInputResponses, Value: []byte(`{}`)}, {Key: mcp.ParamRequestState, Value: []byte(`"s"`)}}
+		modern := c.line(gw, set)
+		ch.setEra(EraLegacy)
+		if m, err := jsonrpc.Parse(modern); err != nil {
+			t.Fatalf("the line for a 2026 child %s does not parse: %v", modern, err)
+		} else if r, err := mcp.Read(m); err != nil {
+			t.Fatalf("the line for a 2026 child %s is ambiguous: %v", modern, err)
+		} else if msg.Params == nil || msg.Params[0] == '{' {
+			if v, ok := r.MetaString(mcp.MetaProtocolVersion); !ok || v != mcp.Modern {
+				if _, had := req.Meta(mcp.MetaProtocolVersion); !had {
+					t.Fatalf("the line for a 2026 child %s lacks the protocol version", modern)
+				}
+			}
+			if st, _ := r.Param(mcp.ParamRequestState); string(st) != `"s"` {
+				t.Fatalf("the line for a 2026 child %s does not carry the retry's state", modern)
+			}
 		}
 		// The params are the client's, with only the token changed.
 		want := req.Params

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -36,6 +37,11 @@ func (c *call) needsInputFromLegacyClient(m *jsonrpc.Message) bool {
 // child (continueWithInputs).
 func (c *call) askForInputs(ex *exchange, m *jsonrpc.Message) {
 	reqs, state, err := mcp.ReadInputRequired(m.Result)
+	if err == nil && len(reqs) == 0 {
+		// Retrying at once would only ask again: a child that answers so
+		// would loop.
+		err = errors.New("it asks for no input")
+	}
 	if err != nil {
 		c.end(nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the child's InputRequiredResult cannot be read: " + err.Error()})
 		return
@@ -63,16 +69,13 @@ func (c *call) askForInputs(ex *exchange, m *jsonrpc.Message) {
 		// so there is nothing to cancel.
 		return
 	}
-	if len(asks) == 0 {
-		c.continueWith(in)
-		return
-	}
 	if !c.b.q.setInputs(c, in) {
 		return // its client left meanwhile
 	}
 	for _, a := range asks {
 		c.box.note(a.request(), noteAsk)
 	}
+	c.resetIdle() // the wait is the client's now
 }
 
 // setInputs records a call's questions, unless the call has ended.
@@ -106,6 +109,7 @@ func (q *questions) inputAnswered(a *ask, m *jsonrpc.Message) {
 		return
 	}
 	in.answers[a.key] = m.Result
+	c.resetIdle()
 	done := len(in.waiting) == 0
 	if done {
 		delete(q.inputs, c)
@@ -130,12 +134,11 @@ func (c *call) continueWith(in *inputs) {
 		answers = append(answers, ':')
 		answers = append(answers, a...)
 	}
-	answers = append(answers, '}')
-	extra := append([]byte(`"`+mcp.ParamInputResponses+`":`), answers...)
+	set := []mcp.Member{{Key: mcp.ParamInputResponses, Value: append(answers, '}')}}
 	if in.state != nil {
-		extra = append(append(extra, `,"`+mcp.ParamRequestState+`":`...), in.state...)
+		set = append(set, mcp.Member{Key: mcp.ParamRequestState, Value: in.state})
 	}
-	_ = c.ch.start(context.Background(), c, extra)
+	_ = c.ch.start(context.Background(), c, set)
 }
 
 // dropInputs forgets the questions of a call that ended.

@@ -33,7 +33,7 @@ func TestTimeouts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// The child answers liveness probes, as a live one does.
 		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{discover: "result"}}
-		w.b = New(w.start, Options{Era: EraModern, IdleTimeout: time.Minute, MaxDuration: 10 * time.Minute})
+		w.b = New(w.start, strict(t, Options{Era: EraModern, IdleTimeout: time.Minute, MaxDuration: 10 * time.Minute}))
 		child := <-w.children
 		defer child.exit()
 		defer w.b.Close(context.Background())
@@ -258,7 +258,7 @@ func TestInitializeIsAnsweredByTheGateway(t *testing.T) {
 func TestOversizedResponseFailsItsCall(t *testing.T) {
 	t.Parallel()
 	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}, maxLine: 1000}
-	w.b = New(w.start, legacy())
+	w.b = New(w.start, strict(t, legacy()))
 	t.Cleanup(func() { w.b.Close(context.Background()) })
 	child := w.child()
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"big","method":"tools/call"}`)

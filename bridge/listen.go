@@ -22,7 +22,12 @@ import (
 // what the child can deliver, then fed by fanOut until the client leaves.
 func (ch *child) listenLegacy(ctx context.Context, req *mcp.Request, caller Caller, s *slot) (*call, error) {
 	notifications, _ := req.Param(mcp.ParamNotifications)
-	honored := mcp.ReadFilter(notifications).Honored(ch.initResult)
+	asked, err := mcp.ReadFilter(notifications)
+	if err != nil {
+		s.release()
+		return nil, err
+	}
+	honored := asked.Honored(ch.initResult)
 	ch.mu.Lock()
 	if ch.ended != nil {
 		ch.mu.Unlock()
@@ -31,11 +36,10 @@ func (ch *child) listenLegacy(ctx context.Context, req *mcp.Request, caller Call
 	}
 	c := ch.newCall(ctx, callSpec{req: req, caller: caller, slot: s, listen: &honored, onEnd: ch.unlisten})
 	ch.listeners = append(ch.listeners, c)
+	changed := ch.countLocked(honored.ResourceSubscriptions, +1)
 	ch.mu.Unlock()
 	c.box.note(mcp.Acknowledged(req.ID, honored), noteAsk)
-	for _, uri := range honored.ResourceSubscriptions {
-		ch.subscribe(uri, +1)
-	}
+	ch.syncSubscriptions(changed)
 	return c, nil
 }
 
@@ -43,47 +47,67 @@ func (ch *child) listenLegacy(ctx context.Context, req *mcp.Request, caller Call
 func (ch *child) unlisten(c *call) {
 	ch.mu.Lock()
 	i := slices.Index(ch.listeners, c)
-	if i >= 0 {
-		ch.listeners = slices.Delete(ch.listeners, i, i+1)
-	}
-	ch.mu.Unlock()
 	if i < 0 {
+		ch.mu.Unlock()
 		return // ended with the child, and its subscriptions with it
 	}
-	for _, uri := range c.listen.ResourceSubscriptions {
-		ch.subscribe(uri, -1)
+	ch.listeners = slices.Delete(ch.listeners, i, i+1)
+	changed := ch.countLocked(c.listen.ResourceSubscriptions, -1)
+	ch.mu.Unlock()
+	ch.syncSubscriptions(changed)
+}
+
+// countLocked counts the listeners of resources: a legacy child is
+// subscribed to a resource while at least one listener wants it. It
+// returns the resources whose subscription on the child must be brought in
+// line. ch.mu is held.
+func (ch *child) countLocked(uris []string, delta int) []string {
+	var changed []string
+	for _, uri := range uris {
+		if n := ch.subscribed[uri] + delta; n > 0 {
+			ch.subscribed[uri] = n
+		} else {
+			delete(ch.subscribed, uri)
+		}
+		if !ch.syncing[uri] {
+			ch.syncing[uri] = true
+			changed = append(changed, uri)
+		}
+	}
+	return changed
+}
+
+// syncSubscriptions brings the child's subscriptions to these resources in
+// line with their listeners, in the background.
+func (ch *child) syncSubscriptions(uris []string) {
+	for _, uri := range uris {
+		ch.w.bg.spawn(func() { ch.syncSubscription(uri) })
 	}
 }
 
-// subscribe counts the listeners of a resource and subscribes the child on
-// the first and unsubscribes it after the last. The child's answer is not
-// waited for; a failure is logged.
-func (ch *child) subscribe(uri string, delta int) {
-	ch.mu.Lock()
-	if ch.ended != nil {
-		ch.mu.Unlock()
-		return // the child is gone, and its subscriptions with it
-	}
-	before := ch.subscribed[uri]
-	after := before + delta
-	if after <= 0 {
-		delete(ch.subscribed, uri)
-		after = 0
-	} else {
-		ch.subscribed[uri] = after
-	}
-	ch.mu.Unlock()
-	method := ""
-	switch {
-	case before == 0 && after > 0:
-		method = mcp.MethodSubscribe
-	case before > 0 && after == 0:
-		method = mcp.MethodUnsubscribe
-	default:
-		return
-	}
+// syncSubscription subscribes the child to the resource, or unsubscribes
+// it, until what it was last told matches whether anyone listens. One runs
+// per resource at a time, so the child's subscribe and unsubscribe cannot
+// overtake each other; the child's answers are not waited for beyond a
+// bound, and a failure is logged.
+func (ch *child) syncSubscription(uri string) {
 	params := append(append([]byte(`{"uri":`), jsonrpc.Quote(uri)...), '}')
-	ch.w.bg.spawn(func() {
+	for {
+		ch.mu.Lock()
+		want := ch.subscribed[uri] > 0
+		if ch.ended != nil || want == ch.onChild[uri] {
+			delete(ch.syncing, uri)
+			ch.mu.Unlock()
+			return
+		}
+		method := mcp.MethodSubscribe
+		if want {
+			ch.onChild[uri] = true
+		} else {
+			delete(ch.onChild, uri)
+			method = mcp.MethodUnsubscribe
+		}
+		ch.mu.Unlock()
 		resp, err := ch.internal(context.Background(), method, params, ch.b.opts.CancelTimeout)
 		switch {
 		case err != nil:
@@ -91,7 +115,7 @@ func (ch *child) subscribe(uri string, delta int) {
 		case resp.Error != nil:
 			ch.log.Warn("the child refused a resource subscription", "method", method, "uri", uri, "error", head(resp.Error))
 		}
-	})
+	}
 }
 
 // fanOut delivers a legacy child's list_changed or resources/updated

@@ -162,3 +162,55 @@ func TestListensEndWhenTheChildExits(t *testing.T) {
 		})
 	}
 }
+
+// A legacy child's subscription to a resource follows its listeners, one
+// change at a time: a listener that comes and goes before the child was
+// told costs nothing, and one that goes while the child is being told is
+// followed by an unsubscribe.
+func TestSubscriptionFollowsItsListeners(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	if err := w.b.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ch := w.currentChild()
+	count := func(delta int) []string {
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		return ch.countLocked([]string{"r"}, delta)
+	}
+	state := func() (listeners int, onChild, syncing bool) {
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		return ch.subscribed["r"], ch.onChild["r"], ch.syncing["r"]
+	}
+	// Comes and goes before the sync runs: nothing is sent.
+	if changed := count(+1); len(changed) != 1 {
+		t.Fatalf("the first listener started no sync: %v", changed)
+	}
+	if changed := count(-1); len(changed) != 0 {
+		t.Fatalf("a second sync started beside the first: %v", changed)
+	}
+	ch.syncSubscription("r")
+	if n, on, syncing := state(); n != 0 || on || syncing {
+		t.Errorf("after a listener came and went: %d listeners, on the child %v, syncing %v", n, on, syncing)
+	}
+	// Goes while the child is being told: the sync follows with an
+	// unsubscribe.
+	count(+1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ch.syncSubscription("r")
+	}()
+	sub := child.expect("resources/subscribe")
+	count(-1)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, sub.ID)
+	unsub := child.expect("resources/unsubscribe")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, unsub.ID)
+	<-done
+	if n, on, syncing := state(); n != 0 || on || syncing {
+		t.Errorf("after a listener left while the child was told: %d listeners, on the child %v, syncing %v", n, on, syncing)
+	}
+}

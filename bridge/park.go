@@ -5,8 +5,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -184,7 +184,11 @@ func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this requestState is from an earlier round; use the latest one"}
 	}
 	responses, _ := req.Param(mcp.ParamInputResponses)
-	replies, methods := st.answeredBy(responses)
+	replies, methods, err := st.answeredBy(responses)
+	if err != nil {
+		q.mu.Unlock()
+		return nil, err
+	}
 	if len(st.asks) > 0 {
 		irr := q.inputRequiredLocked(ex, st)
 		q.mu.Unlock()
@@ -196,14 +200,15 @@ func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id
 		// Its client left already: the exchange stays parked for another
 		// retry, and the child gets the answers this one brought.
 		q.mu.Unlock()
-		ex.ch.sendReplies(context.WithoutCancel(ctx), replies, methods)
-		return nil, c.endError()
+		ex.ch.sendReplies(ctx, replies, methods)
+		return nil, c.endedBefore(ctx)
 	}
 	// Taken over: the retry's call owns the exchange and its slot. The
 	// exchange keeps its round, so that a later round's state is new.
 	st.timer.Stop()
 	delete(q.parked, id)
-	final, s := st.final, st.slot
+	final := st.final
+	back := c.give(st.slot) // before a new question can park the exchange again
 	st.final, st.slot, st.timer = nil, nil, nil
 	if final == nil {
 		ex.setOwner(c)
@@ -211,10 +216,10 @@ func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id
 		delete(q.open, ex) // answered: nothing more will come of it
 	}
 	q.mu.Unlock()
-	c.give(s)
+	back.release()
 	if final != nil {
 		// The child answered while the call was parked.
-		c.end(c.restore(ex, final), nil)
+		c.answer(ex, final)
 		return c, nil
 	}
 	ex.ch.sendReplies(ctx, replies, methods)
@@ -223,18 +228,35 @@ func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id
 
 // answeredBy takes the questions a retry's inputResponses answer out of
 // st, and returns the replies for the child. A question with no answer, or
-// an answer that is not a result, stays, to be asked again.
-func (st *asking) answeredBy(responses []byte) (replies [][]byte, methods []string) {
-	st.asks = slices.DeleteFunc(st.asks, func(a *ask) bool {
-		r := jsonrpc.Get(responses, a.key)
-		if len(r) == 0 || r[0] != '{' {
-			return false
+// an answer that is not a result, stays, to be asked again. An answer
+// whose key is ambiguous (see jsonrpc.Find) refuses the retry, and leaves
+// st as it was.
+func (st *asking) answeredBy(responses []byte) (replies [][]byte, methods []string, err error) {
+	answers := make([][]byte, len(st.asks))
+	for i, a := range st.asks {
+		sp, ok, err := jsonrpc.Lookup(responses, a.key)
+		if err != nil {
+			var amb *jsonrpc.AmbiguousError
+			if errors.As(err, &amb) {
+				amb.Path = []string{"params", mcp.ParamInputResponses}
+			}
+			return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 		}
-		replies = append(replies, jsonrpc.NewResult(a.childID, r))
+		if ok && responses[sp.Start] == '{' {
+			answers[i] = responses[sp.Start:sp.End]
+		}
+	}
+	var left []*ask
+	for i, a := range st.asks {
+		if answers[i] == nil {
+			left = append(left, a)
+			continue
+		}
+		replies = append(replies, jsonrpc.NewResult(a.childID, answers[i]))
 		methods = append(methods, a.method)
-		return true
-	})
-	return replies, methods
+	}
+	st.asks = left
+	return replies, methods, nil
 }
 
 // sendReplies answers the child's questions, in order.

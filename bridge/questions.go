@@ -123,6 +123,7 @@ func (ch *child) question(m *jsonrpc.Message) {
 		ch.reply(jsonrpc.NewResult(a.childID, r.answer), a.method)
 	case r.relay != nil:
 		r.relay.box.note(a.request(), noteAsk)
+		r.relay.resetIdle() // the wait is the client's now
 	}
 }
 
@@ -256,6 +257,9 @@ func (q *questions) respond(ctx context.Context, m *jsonrpc.Message) bool {
 		q.inputAnswered(a, m)
 		return true
 	}
+	if c := a.ex.owner(); c != nil {
+		c.resetIdle()
+	}
 	idSpan, _ := m.IDSpan()
 	a.ex.ch.toChild(ctx, jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: idSpan, New: a.childID}), a.method)
 	return true
@@ -315,6 +319,38 @@ func (q *questions) closeLocked(ex *exchange) ([]*ask, *slot) {
 		s = st.slot
 	}
 	return st.asks, s
+}
+
+// childGone ends what waits on questions of a child whose service ended:
+// calls waiting for a legacy client's answers to its questions (their
+// retry has no child to go to), and its parked exchanges (answered while
+// parked, or about to fail).
+func (q *questions) childGone(ch *child, err error) {
+	var calls []*call
+	var slots []*slot
+	q.mu.Lock()
+	for c, in := range q.inputs {
+		if c.ch == ch {
+			calls = append(calls, c)
+			delete(q.inputs, c)
+			for id := range in.waiting {
+				delete(q.byID, id)
+			}
+		}
+	}
+	for _, ex := range q.parked {
+		if ex.ch == ch {
+			_, s := q.closeLocked(ex)
+			slots = append(slots, s)
+		}
+	}
+	q.mu.Unlock()
+	for _, s := range slots {
+		s.release()
+	}
+	for _, c := range calls {
+		c.end(nil, err)
+	}
 }
 
 func (q *questions) forgetLocked(asks []*ask) {

@@ -25,7 +25,7 @@ func TestRestartsBackOff(t *testing.T) {
 			}
 			return w.start(ctx)
 		}
-		w.b = New(start, Options{Era: EraLegacy, RestartMin: time.Second, RestartMax: 8 * time.Second})
+		w.b = New(start, strict(t, Options{Era: EraLegacy, RestartMin: time.Second, RestartMax: 8 * time.Second}))
 		defer w.b.Close(context.Background())
 
 		prev := <-starts

@@ -17,8 +17,12 @@ type toolCache struct {
 	headers  map[string][]mcp.ParamHeader // by tool name; nil when not fetched
 	fetching chan struct{}                // closed when the fetch in flight ends
 	err      error                        // the last fetch's failure
+	gen      int                          // counts invalidations: a fetch they overtook is not kept
 }
 
+// get returns the annotations of tool. The list is fetched once for all
+// who need it, detached from any one of them (a client that leaves does not
+// fail the others' checks), each page bounded by HandshakeTimeout.
 func (tc *toolCache) get(ctx context.Context, ch *child, tool string) ([]mcp.ParamHeader, error) {
 	for {
 		tc.mu.Lock()
@@ -29,18 +33,10 @@ func (tc *toolCache) get(ctx context.Context, ch *child, tool string) ([]mcp.Par
 		}
 		wait := tc.fetching
 		if wait == nil {
-			tc.fetching = make(chan struct{})
-			tc.mu.Unlock()
-			headers, err := ch.fetchToolHeaders(ctx)
-			tc.mu.Lock()
-			tc.headers, tc.err = headers, err
-			close(tc.fetching)
-			tc.fetching = nil
-			tc.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			continue
+			wait = make(chan struct{})
+			tc.fetching = wait
+			gen := tc.gen
+			ch.w.bg.spawn(func() { tc.fetch(ch, gen, wait) })
 		}
 		tc.mu.Unlock()
 		select {
@@ -54,7 +50,20 @@ func (tc *toolCache) get(ctx context.Context, ch *child, tool string) ([]mcp.Par
 		if err != nil {
 			return nil, err
 		}
+		// Fetched, or overtaken by a change of the list: look again.
 	}
+}
+
+func (tc *toolCache) fetch(ch *child, gen int, done chan struct{}) {
+	headers, err := ch.fetchToolHeaders(context.Background())
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.gen == gen {
+		tc.headers = headers
+	}
+	tc.err = err
+	tc.fetching = nil
+	close(done)
 }
 
 // invalidate drops the cache: the child's tool list changed.
@@ -62,6 +71,7 @@ func (tc *toolCache) invalidate() {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.headers = nil
+	tc.gen++
 }
 
 // fetchToolHeaders lists every page of the child's tools, at most 100.

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -256,6 +257,44 @@ func TestToolHeadersCache(t *testing.T) {
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, again.ID)
 	if h := <-got; h != nil {
 		t.Errorf("after the change deploy headers = %v, want none", h)
+	}
+}
+
+// The tool list is fetched for all who need it: a client that leaves while
+// it is fetched does not fail the others' lookups, and a list the child
+// changed while it was fetched is not kept.
+func TestToolHeadersFetchIsShared(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	type result struct {
+		h   []mcp.ParamHeader
+		err error
+	}
+	lookup := func(ctx context.Context) <-chan result {
+		out := make(chan result, 1)
+		go func() {
+			h, err := w.b.ToolHeaders(ctx, "deploy")
+			out <- result{h, err}
+		}()
+		return out
+	}
+	leaving, leave := context.WithCancel(context.Background())
+	first := lookup(leaving)
+	list := child.expect("tools/list")
+	second := lookup(context.Background())
+	leave()
+	if r := <-first; !errors.Is(r.err, context.Canceled) {
+		t.Errorf("the client that left got %v, %v", r.h, r.err)
+	}
+	// The list changes before the answer to the fetch comes: that answer
+	// is stale, and the list is fetched again.
+	child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"deploy","inputSchema":{"properties":{"old":{"type":"string","x-mcp-header":"Old"}}}}]}}`, list.ID)
+	list = child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"deploy","inputSchema":{"properties":{"new":{"type":"string","x-mcp-header":"New"}}}}]}}`, list.ID)
+	if r := <-second; r.err != nil || len(r.h) != 1 || r.h[0].Name != "New" {
+		t.Errorf("the client that stayed got %v, %v; want the new list's header", r.h, r.err)
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 // wedgeWorld is a bridge on the bubble's clock with a short wedge timeout.
 func wedgeWorld(t *testing.T, era Era, auto autoReply) (*world, *fakeChild) {
 	w := &world{t: t, children: make(chan *fakeChild, 8), auto: auto}
-	w.b = New(w.start, Options{Era: era, WedgeTimeout: time.Minute, ProbeTimeout: 10 * time.Second,
-		IdleTimeout: time.Hour, RestartMin: time.Second})
+	w.b = New(w.start, strict(t, Options{Era: era, WedgeTimeout: time.Minute, ProbeTimeout: 10 * time.Second,
+		IdleTimeout: time.Hour, RestartMin: time.Second}))
 	return w, <-w.children
 }
 

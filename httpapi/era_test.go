@@ -176,6 +176,7 @@ func TestParamHeaders(t *testing.T) {
 		"bad alphabet":   call(`{"region":"Hello"}`, "Mcp-Param-Region", "=?base64?SGVs!!!bG8=?="),
 		"not in body":    call(`{}`, "Mcp-Param-Region", "eu"),
 		"number differs": call(`{"region":"eu","spec":{"replicas":3}}`, "Mcp-Param-Region", "eu", "Mcp-Param-Replicas", "4"),
+		"beyond float64": call(`{"region":"eu","spec":{"replicas":9007199254740993}}`, "Mcp-Param-Region", "eu", "Mcp-Param-Replicas", "9007199254740992"),
 		"raw non-ascii":  call(`{"region":"é"}`, "Mcp-Param-Region", "é"),
 	}
 	for name, resp := range refused {

@@ -25,13 +25,14 @@ type fakeBackend struct {
 	mu       sync.Mutex
 	ready    bool
 	changed  chan struct{} // closed and replaced when ready changes
+	awaiting chan struct{} // signalled when an Await is about to wait
 	callErr  error
 	calls    chan *fakeCall
 	notified chan *jsonrpc.Message
 }
 
 func newFake() *fakeBackend {
-	return &fakeBackend{ready: true, changed: make(chan struct{}), calls: make(chan *fakeCall, 16), notified: make(chan *jsonrpc.Message, 16)}
+	return &fakeBackend{ready: true, changed: make(chan struct{}), awaiting: make(chan struct{}, 1), calls: make(chan *fakeCall, 16), notified: make(chan *jsonrpc.Message, 16)}
 }
 
 func (f *fakeBackend) Call(ctx context.Context, req *mcp.Request, caller bridge.Caller) (bridge.Call, error) {
@@ -72,6 +73,10 @@ func (f *fakeBackend) Await(ctx context.Context, cond func(bridge.Status) bool) 
 		f.mu.Unlock()
 		if st := f.Status(); cond(st) {
 			return st, nil
+		}
+		select {
+		case f.awaiting <- struct{}{}: // a test may wait for the wait
+		default:
 		}
 		select {
 		case <-changed:

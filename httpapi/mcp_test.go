@@ -338,17 +338,20 @@ func TestHealthAndReadiness(t *testing.T) {
 		s, _ := get("/readyz?wait=30s")
 		got <- s
 	}()
-	f.setReady(true) // may come before the request: it then answers at once
+	<-f.awaiting // held
+	f.setReady(true)
 	if s := <-got; s != 200 {
 		t.Errorf("/readyz?wait=30s once ready = %d, want 200", s)
 	}
 	if s, _ := get("/readyz?wait=0s&until=not-ready"); s != 200 {
 		t.Errorf("/readyz?until=not-ready with no time to wait = %d, want the 200 of now", s)
 	}
+	<-f.awaiting // that one did not wait long
 	go func() {
 		s, _ := get("/readyz?wait=30s&until=not-ready")
 		got <- s
 	}()
+	<-f.awaiting
 	f.setReady(false)
 	if s := <-got; s != 503 {
 		t.Errorf("/readyz?until=not-ready = %d, want 503", s)

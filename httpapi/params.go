@@ -2,8 +2,9 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
+	"math/big"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -20,9 +21,11 @@ func (h *handlers) checkParamHeaders(r *http.Request, req *mcp.Request) *rpcFail
 	tool, _ := req.String(mcp.ParamName)
 	annotations, err := h.b.ToolHeaders(r.Context(), tool)
 	if err != nil {
-		// The call itself will meet the same trouble and say so.
+		// Unchecked headers may have routed the request somewhere its body
+		// does not go: without the list, the call is refused.
 		h.log.Warn("cannot check Mcp-Param headers: the tool list is unavailable", "tool", tool, "err", err)
-		return nil
+		return &rpcFailure{http.StatusServiceUnavailable, jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable",
+			fmt.Sprintf("the child's tool list could not be read, so the Mcp-Param headers cannot be checked: %v", err))}
 	}
 	args, _ := req.Param(mcp.ParamArguments)
 	for _, a := range annotations {
@@ -90,8 +93,9 @@ func sameValue(body []byte, header string) bool {
 	case 't', 'f':
 		return string(body) == header
 	default:
-		a, err1 := strconv.ParseFloat(string(body), 64)
-		b, err2 := strconv.ParseFloat(header, 64)
-		return err1 == nil && err2 == nil && a == b
+		// Exactly, not as float64s: 9007199254740993 is not ...992.
+		a, ok1 := new(big.Float).SetPrec(512).SetString(string(body))
+		b, ok2 := new(big.Float).SetPrec(512).SetString(header)
+		return ok1 && ok2 && a.Cmp(b) == 0
 	}
 }

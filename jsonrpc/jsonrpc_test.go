@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -282,6 +283,27 @@ func TestSpliceInPlace(t *testing.T) {
 		got, ok := SpliceInPlace(b, Edit{Span: sp, New: []byte(tc.id)})
 		if ok != tc.ok || (ok && string(got) != want) {
 			t.Errorf("SpliceInPlace(%s, %s) = %s, %v; want %s, %v", tc.in, tc.id, got, ok, want, tc.ok)
+		}
+	}
+}
+
+// The scanner nests as deep as encoding/json, and no deeper: a child
+// decoding with it must be able to read whatever the gateway accepts.
+func TestDepthLimitIsEncodingJSONs(t *testing.T) {
+	for _, depth := range []int{maxDepth - 1, maxDepth, maxDepth + 1} {
+		for _, open := range []string{"{", "["} {
+			// An object at the top holding depth-1 more levels.
+			var inner string
+			if open == "{" {
+				inner = strings.Repeat(`{"a":`, depth-1) + "1" + strings.Repeat("}", depth-1)
+			} else {
+				inner = strings.Repeat("[", depth-1) + "1" + strings.Repeat("]", depth-1)
+			}
+			doc := []byte(`{"x":` + inner + `}`)
+			_, err := Members(doc)
+			if valid := json.Valid(doc); (err == nil) != valid {
+				t.Errorf("%d levels of %s: Members says %v, json.Valid %v", depth, open, err, valid)
+			}
 		}
 	}
 }

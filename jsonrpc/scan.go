@@ -54,7 +54,7 @@ func Members(b []byte) ([]Member, error) {
 		return nil, &NotObjectError{First: b[i]}
 	}
 	var out []Member
-	end, err := s.object(i, 0, func(key string, v Span) { out = append(out, Member{key, v}) })
+	end, err := s.object(i, 1, func(key string, v Span) { out = append(out, Member{key, v}) })
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func PrefixMember(prefix []byte, key string) ([]byte, bool) {
 	}
 	var found []byte
 	// The error is expected (the text is cut); members seen before it count.
-	_, _ = s.object(i, 0, func(k string, v Span) {
+	_, _ = s.object(i, 1, func(k string, v Span) {
 		// A value that ends the prefix may be cut short (a number, say).
 		if k == key && v.End < len(prefix) {
 			found = prefix[v.Start:v.End]

@@ -70,63 +70,76 @@ type Client struct {
 	LogLevel     string // "": not sent
 }
 
+// Member is a params member the gateway sets on a request it forwards: its
+// value replaces the request's own, or is added. Key must be a member Read
+// reads, so that the gateway knows where the request's own value is.
+type Member struct {
+	Key   string
+	Value []byte
+}
+
+// SetParams sets members of the request's params: values the request has
+// are replaced, the others added (params is created when there is none),
+// so that no member appears twice.
+func SetParams(r *Request, set []Member) []jsonrpc.Edit {
+	return setParams(r, set, nil)
+}
+
+// setParams is SetParams with more members to add, known absent.
+func setParams(r *Request, set []Member, add []byte) []jsonrpc.Edit {
+	var edits []jsonrpc.Edit
+	for _, m := range set {
+		if sp, ok := r.ParamSpan(m.Key); ok {
+			edits = append(edits, jsonrpc.Edit{Span: sp, New: m.Value})
+			continue
+		}
+		add = joinMembers(add, member{m.Key, m.Value}.encode())
+	}
+	if len(add) == 0 {
+		return edits
+	}
+	if ps, ok := r.ParamsSpan(); ok {
+		return append(edits, InsertMembers(r.Raw, ps, add))
+	}
+	end := bytes.LastIndexByte(r.Raw, '}')
+	return append(edits, jsonrpc.Edit{Span: jsonrpc.Span{Start: end, End: end}, New: append(append([]byte(`,"params":{`), add...), '}')})
+}
+
 // ModernRequest adds the _meta a 2026-07-28 child requires to a legacy
 // client's request: the version, and the client's capabilities, identity
-// and log level. Keys the request already has are kept. extra, when not
-// nil, are more params members (a comma-separated run, as for
-// ParamsEdit).
-func ModernRequest(r *Request, c Client, extra []byte) []jsonrpc.Edit {
+// and log level. Keys the request's _meta already has are kept. set are
+// more params members to set, as for SetParams.
+func ModernRequest(r *Request, c Client, set ...Member) []jsonrpc.Edit {
 	if r.Params != nil && r.Params[0] != '{' {
 		return nil // positional params: nowhere to put _meta
 	}
-	type entry struct {
-		key   string
-		value []byte
-	}
-	want := []entry{
+	want := []member{
 		{MetaProtocolVersion, jsonrpc.Quote(Modern)},
 		{MetaClientCapabilities, orEmpty(c.Capabilities)},
 		{MetaClientInfo, c.Info},
 	}
 	if c.LogLevel != "" {
-		want = append(want, entry{MetaLogLevel, jsonrpc.Quote(c.LogLevel)})
+		want = append(want, member{MetaLogLevel, jsonrpc.Quote(c.LogLevel)})
+	}
+	var keys []byte
+	for _, w := range want {
+		if _, present := r.Meta(w.key); w.value != nil && !present {
+			keys = joinMembers(keys, w.encode())
+		}
 	}
 	meta, hasMeta := r.ParamSpan(ParamMeta)
-	hasMeta = hasMeta && r.Raw[meta.Start] == '{'
-	var add []byte
-	for _, w := range want {
-		if _, present := r.Meta(w.key); w.value == nil || present {
-			continue
-		}
-		if len(add) > 0 {
-			add = append(add, ',')
-		}
-		add = append(add, jsonrpc.Quote(w.key)...)
-		add = append(add, ':')
-		add = append(add, w.value...)
-	}
 	var edits []jsonrpc.Edit
+	var add []byte
 	switch {
-	case len(add) == 0:
-	case hasMeta:
-		edits = append(edits, InsertMembers(r.Raw, meta, add))
+	case len(keys) == 0:
+	case hasMeta && r.Raw[meta.Start] == '{':
+		edits = append(edits, InsertMembers(r.Raw, meta, keys))
+	case hasMeta: // "_meta": null
+		edits = append(edits, jsonrpc.Edit{Span: meta, New: append(append([]byte{'{'}, keys...), '}')})
 	default:
-		extra = joinMembers(append(append([]byte(`"_meta":{`), add...), '}'), extra)
+		add = append(append([]byte(`"_meta":{`), keys...), '}')
 	}
-	if extra != nil {
-		edits = append(edits, ParamsEdit(r.Message, extra))
-	}
-	return edits
-}
-
-// ParamsEdit adds members (a comma-separated run) to the message's params,
-// creating params when there are none.
-func ParamsEdit(m *jsonrpc.Message, members []byte) jsonrpc.Edit {
-	if ps, ok := m.ParamsSpan(); ok {
-		return InsertMembers(m.Raw, ps, members)
-	}
-	end := bytes.LastIndexByte(m.Raw, '}')
-	return jsonrpc.Edit{Span: jsonrpc.Span{Start: end, End: end}, New: append(append([]byte(`,"params":{`), members...), '}')}
+	return append(edits, setParams(r, set, add)...)
 }
 
 // InsertMembers inserts members (a comma-separated run, no braces) at the
@@ -168,9 +181,7 @@ func object(members ...member) []byte {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = append(out, jsonrpc.Quote(m.key)...)
-		out = append(out, ':')
-		out = append(out, m.value...)
+		out = append(out, m.encode()...)
 	}
 	return append(out, '}')
 }
@@ -178,6 +189,11 @@ func object(members ...member) []byte {
 type member struct {
 	key   string
 	value []byte
+}
+
+// encode is the member as JSON text: "key":value.
+func (m member) encode() []byte {
+	return append(append(jsonrpc.Quote(m.key), ':'), m.value...)
 }
 
 // InitializeResult answers a legacy client's initialize for a child that

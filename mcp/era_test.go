@@ -1,8 +1,8 @@
 package mcp
 
 import (
-	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -45,25 +45,30 @@ func TestModernResponse(t *testing.T) {
 func TestModernRequest(t *testing.T) {
 	client := Client{Capabilities: []byte(`{"sampling":{}}`), Info: []byte(`{"name":"c"}`), LogLevel: "info"}
 	const all = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"info"`
+	retry := []Member{{ParamInputResponses, []byte(`{"k":{}}`)}, {ParamRequestState, []byte(`"s2"`)}}
 	tests := []struct {
 		name     string
 		in, want string
 		client   Client
-		extra    string
+		set      []Member
 	}{
 		{"no params", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
-			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{` + all + `}}}`, client, ""},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{` + all + `}}}`, client, nil},
 		{"params without _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
-			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{` + all + `},"name":"x"}}`, client, ""},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{` + all + `},"name":"x"}}`, client, nil},
 		{"_meta with a token", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":7}}}`,
-			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{` + all + `,"progressToken":7}}}`, client, ""},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{` + all + `,"progressToken":7}}}`, client, nil},
+		{"_meta null", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":null}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{` + all + `}}}`, client, nil},
 		{"keys the client sent are kept", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/logLevel":"debug"}}}`,
-			`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"debug"}}}`, client, ""},
+			`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"debug"}}}`, client, nil},
 		{"no session", `{"jsonrpc":"2.0","id":1,"method":"m","params":{}}`,
-			`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, Client{}, ""},
+			`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, Client{}, nil},
 		{"with a retry's members", `{"jsonrpc":"2.0","id":1,"method":"m"}`,
-			`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"inputResponses":{}}}`, Client{}, `"inputResponses":{}`},
-		{"positional params", `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`, `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`, client, ""},
+			`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"inputResponses":{"k":{}},"requestState":"s2"}}`, Client{}, retry},
+		{"a retry's members replace the client's", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"requestState":"s1","x":1,"inputResponses":{}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"requestState":"s2","x":1,"inputResponses":{"k":{}}}}`, Client{}, retry},
+		{"positional params", `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`, `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`, client, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,18 +76,22 @@ func TestModernRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var extra []byte
-			if tt.extra != "" {
-				extra = []byte(tt.extra)
-			}
-			got := jsonrpc.Splice(r.Raw, ModernRequest(r, tt.client, extra)...)
+			got := jsonrpc.Splice(r.Raw, ModernRequest(r, tt.client, tt.set...)...)
 			if string(got) != tt.want {
 				t.Errorf("\n got %s\nwant %s", got, tt.want)
 			}
-			if !json.Valid(got) {
-				t.Errorf("not JSON: %s", got)
+			// What the gateway writes, a child of any decoder reads one way.
+			if m, err := jsonrpc.Parse(got); err != nil {
+				t.Errorf("not one JSON-RPC message: %v", err)
+			} else if _, err := Read(m); err != nil {
+				t.Errorf("the line for the child is ambiguous: %v", err)
 			}
 		})
+	}
+	// Without translation, set members land the same way.
+	r, _ := Read(parse(t, `{"jsonrpc":"2.0","id":1,"method":"m","params":{"requestState":"s1"}}`))
+	if got := string(jsonrpc.Splice(r.Raw, SetParams(r, retry)...)); got != `{"jsonrpc":"2.0","id":1,"method":"m","params":{"inputResponses":{"k":{}},"requestState":"s2"}}` {
+		t.Errorf("SetParams = %s", got)
 	}
 }
 
@@ -141,9 +150,12 @@ func TestInputRequired(t *testing.T) {
 }
 
 func TestListenVocabulary(t *testing.T) {
-	f := ReadFilter([]byte(`{"toolsListChanged":true,"promptsListChanged":"yes","ResourcesListChanged":true,"resourceSubscriptions":["a",1,"b","a"]}`))
-	if want := (Filter{ToolsListChanged: true, ResourceSubscriptions: []string{"a", "b"}}); !reflect.DeepEqual(f, want) {
-		t.Errorf("ReadFilter = %+v, want %+v", f, want)
+	f, err := ReadFilter([]byte(`{"toolsListChanged":true,"promptsListChanged":"yes","resourceSubscriptions":["a",1,"b","a"]}`))
+	if want := (Filter{ToolsListChanged: true, ResourceSubscriptions: []string{"a", "b"}}); err != nil || !reflect.DeepEqual(f, want) {
+		t.Errorf("ReadFilter = %+v, %v; want %+v", f, err, want)
+	}
+	if _, err := ReadFilter([]byte(`{"toolsListChanged":false,"ToolsListChanged":true}`)); err == nil || !strings.Contains(err.Error(), `params.notifications has a member "ToolsListChanged"`) {
+		t.Errorf("an ambiguous filter: %v", err)
 	}
 	h := Filter{ToolsListChanged: true, PromptsListChanged: true, ResourceSubscriptions: []string{"a"}}.
 		Honored([]byte(`{"capabilities":{"tools":{"listChanged":true},"prompts":{},"resources":{"subscribe":true}}}`))

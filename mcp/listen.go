@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -16,14 +17,43 @@ type Filter struct {
 }
 
 // ReadFilter reads a listen request's params.notifications. What is not a
-// boolean true, or a string URI, asks for nothing.
-func ReadFilter(notifications []byte) Filter {
-	f := Filter{
-		ToolsListChanged:     string(jsonrpc.Get(notifications, "toolsListChanged")) == "true",
-		PromptsListChanged:   string(jsonrpc.Get(notifications, "promptsListChanged")) == "true",
-		ResourcesListChanged: string(jsonrpc.Get(notifications, "resourcesListChanged")) == "true",
+// boolean true, or a string URI, asks for nothing. A member it reads that
+// is ambiguous (see jsonrpc.Find) is refused, as Read refuses one.
+func ReadFilter(notifications []byte) (Filter, error) {
+	var f Filter
+	if len(notifications) == 0 || notifications[0] != '{' {
+		return f, nil
 	}
-	if subs := jsonrpc.Get(notifications, "resourceSubscriptions"); len(subs) > 0 && subs[0] == '[' {
+	members, err := jsonrpc.Members(notifications)
+	if err != nil {
+		return f, invalid(err)
+	}
+	value := func(key string) ([]byte, error) {
+		sp, found, err := jsonrpc.Find(members, key)
+		if err != nil {
+			var amb *jsonrpc.AmbiguousError
+			if errors.As(err, &amb) {
+				amb.Path = []string{"params", ParamNotifications}
+			}
+			return nil, invalid(err)
+		}
+		if !found {
+			return nil, nil
+		}
+		return notifications[sp.Start:sp.End], nil
+	}
+	for key, dst := range map[string]*bool{"toolsListChanged": &f.ToolsListChanged, "promptsListChanged": &f.PromptsListChanged, "resourcesListChanged": &f.ResourcesListChanged} {
+		v, err := value(key)
+		if err != nil {
+			return Filter{}, err
+		}
+		*dst = string(v) == "true"
+	}
+	subs, err := value("resourceSubscriptions")
+	if err != nil {
+		return Filter{}, err
+	}
+	if len(subs) > 0 && subs[0] == '[' {
 		spans, _ := jsonrpc.Elements(subs)
 		for _, sp := range spans {
 			if uri, ok := String(subs[sp.Start:sp.End]); ok && !slices.Contains(f.ResourceSubscriptions, uri) {
@@ -31,7 +61,7 @@ func ReadFilter(notifications []byte) Filter {
 			}
 		}
 	}
-	return f
+	return f, nil
 }
 
 // Honored is the part of f that a legacy child can deliver, judged by the
