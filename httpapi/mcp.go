@@ -32,7 +32,12 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: err.Error()})
 		return
 	case err != nil:
-		writeError(w, http.StatusBadRequest, jsonrpc.BestEffortID(body), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error() + " (send one JSON-RPC 2.0 request or notification per POST; batches are not supported)"})
+		msg := err.Error()
+		var amb *jsonrpc.AmbiguousError
+		if !errors.As(err, &amb) {
+			msg += " (send one JSON-RPC 2.0 request or notification per POST; batches are not supported)"
+		}
+		writeError(w, http.StatusBadRequest, jsonrpc.BestEffortID(body), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg})
 		return
 	case msg.Kind == jsonrpc.KindResponse:
 		h.answer(w, r, msg)

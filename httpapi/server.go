@@ -114,8 +114,8 @@ func (h *handlers) readyz(w http.ResponseWriter, r *http.Request) {
 		d, err := time.ParseDuration(q.Get("wait"))
 		cond := readyConditions()[q.Get("until")]
 		if err != nil || d < 0 || d > maxReadyWait || cond == nil {
-			writeJSON(w, http.StatusBadRequest, mustJSON(readiness{Status: "bad request",
-				Reason: fmt.Sprintf("wait must be a duration from 0 to %v (such as 30s), and until one of ready, not-ready, all-ready", maxReadyWait)}))
+			writeJSON(w, http.StatusBadRequest, mustJSON(map[string]string{"status": "bad request",
+				"reason": fmt.Sprintf("wait must be a duration from 0 to %v (such as 30s), and until one of ready, not-ready, all-ready", maxReadyWait)}))
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), d)

@@ -79,7 +79,7 @@ func Parse(raw []byte) (*Message, error) {
 	for _, name := range [...]string{"jsonrpc", "id", "method", "params", "result", "error"} {
 		v, found, err := Find(members, name)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return nil, err // an *AmbiguousError, which matches ErrInvalid
 		}
 		if !found {
 			continue

@@ -237,11 +237,11 @@ type handler func(ctx context.Context, r *request) (any, *rpcError)
 func (s *server) request(ctx context.Context, r *request) {
 	h, ok := s.handlers(r)[r.method]
 	if !ok {
-		s.send(errorResponse(r.id, jsonrpc.CodeMethodNotFound, "method not found: "+r.method, nil))
+		s.answer(r.id, errorResponse(r.id, jsonrpc.CodeMethodNotFound, "method not found: "+r.method, nil))
 		return
 	}
-	if !r.modern && s.era == "legacy" && !s.isInitialized() && r.method != "initialize" && r.method != "ping" {
-		s.send(errorResponse(r.id, jsonrpc.CodeInvalidRequest, "server not initialized", nil))
+	if !r.modern && s.era == "legacy" && !s.isInitialized() && r.method != mcp.MethodInitialize && r.method != mcp.MethodPing {
+		s.answer(r.id, errorResponse(r.id, jsonrpc.CodeInvalidRequest, "server not initialized", nil))
 		return
 	}
 	// Every request runs on its own goroutine: a slow tool, or one waiting
@@ -264,19 +264,21 @@ func (s *server) request(ctx context.Context, r *request) {
 		}
 		switch {
 		case rerr != nil:
-			s.send(errorResponse(r.id, rerr.Code, rerr.Message, rerr.Data))
+			s.answer(r.id, errorResponse(r.id, rerr.Code, rerr.Message, rerr.Data))
 		case res != nil:
-			s.send(s.result(r, res))
-		default:
-			return
+			s.answer(r.id, s.result(r, res))
 		}
-		// Recorded once written: whoever reads the record over stdio reads
-		// it after the answer.
-		s.mu.Lock()
-		s.answeredIDs = appendBounded(s.answeredIDs, r.id)
-		s.wakeLocked()
-		s.mu.Unlock()
 	})
+}
+
+// answer sends the answer to request id and records it once written:
+// whoever reads the record over stdio reads it after the answer.
+func (s *server) answer(id json.RawMessage, m message) {
+	s.send(m)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answeredIDs = appendBounded(s.answeredIDs, id)
+	s.wakeLocked()
 }
 
 // handlers is the method table for the request's era.
