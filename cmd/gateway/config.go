@@ -147,7 +147,8 @@ Usage:
                                    run the built-in demo MCP server on stdio
   gateway -h                       this help
 
-Endpoints: POST /mcp (MCP Streamable HTTP), GET /healthz, GET /readyz.
+Endpoints: POST /mcp (MCP Streamable HTTP), GET /healthz, GET /readyz
+(?wait=30s&until=ready|not-ready|all-ready waits for that state).
 
 Configuration comes from the environment:
 
