@@ -82,6 +82,11 @@ type Options struct {
 	QueueTimeout time.Duration // 0: 30s; the longest a call waits for a free worker
 	MaxListens   int           // 0: 1024; open listens across workers
 
+	// StateKey signs the requestState of calls parked for their client's
+	// input. Replicas that share it tell a state of another replica's from
+	// a forged one. nil: a random key, valid in this process only.
+	StateKey []byte
+
 	ClientName    string       // "": stdiomcp-gateway; clientInfo.name toward the child
 	ClientVersion string       // "": dev
 	Logger        *slog.Logger // nil: discard
@@ -172,7 +177,7 @@ type Bridge struct {
 // lines carry its number when there are several.
 func New(start StartFunc, opts Options) *Bridge {
 	opts.defaults()
-	b := &Bridge{opts: opts, log: opts.Logger, q: newQuestions(), freed: make(chan struct{})}
+	b := &Bridge{opts: opts, log: opts.Logger, q: newQuestions(opts.StateKey), freed: make(chan struct{})}
 	changed := make(chan struct{})
 	b.changed.Store(&changed)
 	b.clientID = mcp.Implementation(opts.ClientName, opts.ClientVersion)

@@ -150,13 +150,22 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 	// The call lives as long as this request: when the client goes, or a
 	// write to it fails (net/http then cancels the request's context), the
 	// bridge cancels toward the child.
+	var t *tracker
+	if sess != nil {
+		var f *rpcFailure
+		if t, f = sess.hold(); f != nil {
+			writeError(w, f.status, req.ID, f.err)
+			return
+		}
+		defer t.release()
+	}
 	c, err := h.b.Call(r.Context(), req, caller)
 	if err != nil {
 		h.fail(w, r, req.ID, err)
 		return
 	}
-	if sess != nil {
-		defer sess.track(req.ID, c)()
+	if t != nil {
+		t.track(req.ID, c)
 	}
 	if c.Streams() && caller.CanStream {
 		h.stream(w, r, c, req.ID, nil)

@@ -201,7 +201,7 @@ func (m member) encode() []byte {
 // with the version the client asked for, when the gateway speaks it (the
 // newest legacy revision otherwise).
 func InitializeResult(childResult []byte, asked string) []byte {
-	version := jsonrpc.Quote(negotiated(asked))
+	version := jsonrpc.Quote(Negotiated(asked))
 	if sp, ok, err := jsonrpc.Lookup(childResult, "protocolVersion"); ok && err == nil {
 		return jsonrpc.Splice(childResult, jsonrpc.Edit{Span: sp, New: version})
 	}
@@ -218,16 +218,16 @@ func InitializeFromDiscover(discover []byte, asked string, gatewayInfo []byte) [
 		info = gatewayInfo
 	}
 	return object(
-		member{"protocolVersion", jsonrpc.Quote(negotiated(asked))},
+		member{"protocolVersion", jsonrpc.Quote(Negotiated(asked))},
 		member{"capabilities", orEmpty(jsonrpc.Get(discover, "capabilities"))},
 		member{"serverInfo", info},
 		member{"instructions", jsonrpc.Get(discover, "instructions")},
 	)
 }
 
-// negotiated is the legacy revision the gateway answers a client that
+// Negotiated is the legacy revision the gateway answers a client that
 // asked for asked.
-func negotiated(asked string) string {
+func Negotiated(asked string) string {
 	if IsLegacy(asked) {
 		return asked
 	}
