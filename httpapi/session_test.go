@@ -148,7 +148,6 @@ func TestLegacyCancellation(t *testing.T) {
 	}
 }
 
-
 // A session id holds the session: a replica with the same key serves it,
 // one with another key does not, and neither does anyone for an id that
 // was altered. A DELETE ends it on the replica that gets it.
