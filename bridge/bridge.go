@@ -54,6 +54,20 @@ type (
 // StartFunc starts a child and returns its transport.
 type StartFunc func(ctx context.Context) (Transport, error)
 
+type workerKey struct{}
+
+// WorkerOf is the index of the worker a StartFunc starts a child for, so
+// that the child's own logs (its stderr) can say which it is.
+func WorkerOf(ctx context.Context) (int, bool) {
+	i, ok := ctx.Value(workerKey{}).(int)
+	return i, ok
+}
+
+// Pider is a Transport to a process: the child's log lines name its pid.
+type Pider interface {
+	Pid() int
+}
+
 // Era is how the bridge talks to its children.
 type Era string
 
@@ -182,11 +196,7 @@ func New(start StartFunc, opts Options) *Bridge {
 	b.changed.Store(&changed)
 	b.clientID = mcp.Implementation(opts.ClientName, opts.ClientVersion)
 	for i := range opts.Workers {
-		log := opts.Logger
-		if opts.Workers > 1 {
-			log = log.With("worker", i)
-		}
-		b.workers = append(b.workers, newWorker(b, i, start, log))
+		b.workers = append(b.workers, newWorker(b, i, start, opts.Logger.With("worker", i)))
 	}
 	for _, w := range b.workers {
 		w.launch()

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-chi/chi/v5/middleware"
-
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
@@ -86,7 +84,7 @@ func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []by
 	}
 	s, err := h.sessions.open(sid)
 	if err != nil {
-		h.log.Debug("refused a session id", "err", err, "request_id", middleware.GetReqID(r.Context()))
+		h.log.DebugContext(r.Context(), "refused a session id", "err", err)
 		writeError(w, http.StatusNotFound, id, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "session_not_found",
 			"unknown session: "+err.Error()+"; send initialize again"))
 		return nil, false

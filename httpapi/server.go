@@ -65,6 +65,7 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.Logger = slog.New(LogContext(o.Logger.Handler()))
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 10000
 	}
@@ -85,7 +86,7 @@ func New(b Backend, opts Options) http.Handler {
 	opts.defaults()
 	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.SessionKey, opts.SessionTTL, opts.MaxSessions)}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, accessLog(opts.Logger), middleware.Recoverer)
+	r.Use(middleware.RequestID, withTrace, accessLog(opts.Logger), middleware.Recoverer)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
@@ -225,7 +226,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 				log.Log(r.Context(), level, "http request",
 					"method", r.Method, "path", r.URL.Path, "status", ww.Status(),
 					"bytes", ww.BytesWritten(), "dur", time.Since(start).Round(time.Microsecond),
-					"request_id", middleware.GetReqID(r.Context()), "remote", r.RemoteAddr)
+					"remote", r.RemoteAddr)
 			}()
 			next.ServeHTTP(ww, r)
 		})

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/stdiomcp/gateway/httpapi"
 )
 
 const envPrefix = "GATEWAY"
@@ -146,10 +148,13 @@ func (c *Config) level() (slog.Level, error) {
 func (c *Config) logger(w io.Writer) *slog.Logger {
 	level, _ := c.level()
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	// Lines logged with a request's context name the request, whichever
+	// package logs them.
+	return slog.New(httpapi.LogContext(h))
 }
 
 const usageHead = `gateway serves a stdio MCP server over HTTP.

@@ -33,6 +33,7 @@ var (
 	_ bridge.Breaker        = (*stdio.Process)(nil)
 	_ bridge.Bufferer       = (*stdio.Process)(nil)
 	_ bridge.Killer         = (*stdio.Process)(nil)
+	_ bridge.Pider          = (*stdio.Process)(nil)
 	_ bridge.SkippedMessage = (*stdio.TooLongError)(nil)
 )
 
@@ -211,7 +212,11 @@ func drain(b *bridge.Bridge, grace time.Duration, log *slog.Logger) {
 
 // newBridge starts the children: argv, as many as cfg says, supervised.
 func newBridge(cfg Config, k keys, argv []string, log *slog.Logger) *bridge.Bridge {
-	start := func(context.Context) (bridge.Transport, error) {
+	start := func(ctx context.Context) (bridge.Transport, error) {
+		clog := log.With("child", argv[0])
+		if w, ok := bridge.WorkerOf(ctx); ok {
+			clog = clog.With("worker", w)
+		}
 		return stdio.Start(stdio.Config{
 			Path:            argv[0],
 			Args:            argv[1:],
@@ -221,7 +226,7 @@ func newBridge(cfg Config, k keys, argv []string, log *slog.Logger) *bridge.Brid
 			StdinGrace:      cfg.StdinGrace,
 			TermGrace:       cfg.TermGrace,
 			WriteStall:      cfg.ChildWriteTimeout,
-			Logger:          log.With("child", argv[0]),
+			Logger:          clog,
 		})
 	}
 	return bridge.New(start, bridge.Options{
