@@ -54,6 +54,20 @@ type (
 // StartFunc starts a child and returns its transport.
 type StartFunc func(ctx context.Context) (Transport, error)
 
+type workerKey struct{}
+
+// WorkerOf is the index of the worker a StartFunc starts a child for, so
+// that the child's own logs (its stderr) can say which it is.
+func WorkerOf(ctx context.Context) (int, bool) {
+	i, ok := ctx.Value(workerKey{}).(int)
+	return i, ok
+}
+
+// Pider is a Transport to a process: the child's log lines name its pid.
+type Pider interface {
+	Pid() int
+}
+
 // Era is how the bridge talks to its children.
 type Era string
 
@@ -81,6 +95,11 @@ type Options struct {
 	QueueSize    int           // 0: 256; calls waiting for a free worker; negative: none wait
 	QueueTimeout time.Duration // 0: 30s; the longest a call waits for a free worker
 	MaxListens   int           // 0: 1024; open listens across workers
+
+	// StateKey signs the requestState of calls parked for their client's
+	// input. Replicas that share it tell a state of another replica's from
+	// a forged one. nil: a random key, valid in this process only.
+	StateKey []byte
 
 	ClientName    string       // "": stdiomcp-gateway; clientInfo.name toward the child
 	ClientVersion string       // "": dev
@@ -172,16 +191,12 @@ type Bridge struct {
 // lines carry its number when there are several.
 func New(start StartFunc, opts Options) *Bridge {
 	opts.defaults()
-	b := &Bridge{opts: opts, log: opts.Logger, q: newQuestions(), freed: make(chan struct{})}
+	b := &Bridge{opts: opts, log: opts.Logger, q: newQuestions(opts.StateKey), freed: make(chan struct{})}
 	changed := make(chan struct{})
 	b.changed.Store(&changed)
 	b.clientID = mcp.Implementation(opts.ClientName, opts.ClientVersion)
 	for i := range opts.Workers {
-		log := opts.Logger
-		if opts.Workers > 1 {
-			log = log.With("worker", i)
-		}
-		b.workers = append(b.workers, newWorker(b, i, start, log))
+		b.workers = append(b.workers, newWorker(b, i, start, opts.Logger.With("worker", i)))
 	}
 	for _, w := range b.workers {
 		w.launch()

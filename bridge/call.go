@@ -56,6 +56,10 @@ type Caller struct {
 	// CanStream is true when the client takes an SSE answer, so it can be
 	// asked questions (sampling, elicitation, roots) in the middle of a call.
 	CanStream bool
+	// Meta are _meta members for the child that the request itself does not
+	// carry (the HTTP request's trace context); a key the request's _meta
+	// has keeps the request's value.
+	Meta []mcp.Member
 }
 
 // call is the bridge's Call. Toward the child it is one exchange, or
@@ -73,6 +77,10 @@ type call struct {
 	listen   *mcp.Filter // what a listen on a legacy child delivers
 	start    time.Time
 	idleFor  time.Duration
+	// vals is the request's context without its cancellation, for its
+	// values: the call's log lines go through it, so that a log handler
+	// can add what the request carries (its request id, its trace).
+	vals context.Context
 
 	box mailbox
 
@@ -106,7 +114,8 @@ type callSpec struct {
 // (see exchange.sentOrWanted).
 func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
 	c := &call{b: ch.b, ch: ch, req: spec.req, method: spec.method, params: spec.params, caller: spec.caller,
-		listen: spec.listen, start: time.Now(), idleFor: spec.idle, slot: spec.slot, onEnd: spec.onEnd}
+		listen: spec.listen, start: time.Now(), idleFor: spec.idle, slot: spec.slot, onEnd: spec.onEnd,
+		vals: context.WithoutCancel(ctx)}
 	n := 1
 	if spec.req != nil {
 		c.clientID, c.method, n = spec.req.ID, spec.req.Method, ch.b.opts.MaxNotes
@@ -167,10 +176,12 @@ func (c *call) line(id int64, set []mcp.Member) []byte {
 	if sp, ok := req.MetaSpan(mcp.MetaProgressToken); ok {
 		edits = append(edits, jsonrpc.Edit{Span: sp, New: jsonrpc.Int(id)})
 	}
+	meta := c.caller.Meta
 	if !c.caller.Modern && c.ch.eraNow() == EraModern {
-		edits = append(edits, mcp.ModernRequest(req, mcp.Client{Capabilities: c.caller.Capabilities, Info: c.caller.ClientInfo, LogLevel: c.caller.LogLevel}, set...)...)
-	} else if set != nil {
-		edits = append(edits, mcp.SetParams(req, set)...)
+		meta = append(mcp.ClientMeta(mcp.Client{Capabilities: c.caller.Capabilities, Info: c.caller.ClientInfo, LogLevel: c.caller.LogLevel}), meta...)
+	}
+	if meta != nil || set != nil {
+		edits = append(edits, mcp.AddMeta(req, meta, set...)...)
 	}
 	line := jsonrpc.Splice(req.Raw, edits...)
 	if bytes.ContainsAny(line, "\r\n") {
@@ -254,7 +265,7 @@ func (c *call) deliver(resp []byte, err error) {
 		return
 	}
 	if c.ch != nil {
-		c.ch.log.Debug("call ended", "client_id", string(c.clientID), "method", c.method,
+		c.ch.log.DebugContext(c.vals, "call ended", "client_id", string(c.clientID), "method", c.method,
 			"dur", time.Since(c.start).Round(time.Microsecond), "err", err)
 	}
 }

@@ -64,6 +64,9 @@ func newChild(w *worker, t Transport) *child {
 		syncing:    map[string]bool{},
 		done:       make(chan struct{}),
 	}
+	if p, ok := t.(Pider); ok {
+		ch.log = ch.log.With("pid", p.Pid())
+	}
 	ch.touch()
 	return ch
 }

@@ -20,8 +20,9 @@ type exchange struct {
 	ch       *child
 	id       int64
 	method   string
-	clientID []byte // the client's id for the request, for logs
-	internal bool   // the gateway's own (handshake, probes); never cancelled toward the child
+	clientID []byte          // the client's id for the request, for logs
+	vals     context.Context // its call's, for logs (see call.vals)
+	internal bool            // the gateway's own (handshake, probes); never cancelled toward the child
 	// asked is set, by the reader, when the child asks a question during
 	// the exchange; only then does the exchange have state in questions.
 	asked atomic.Bool
@@ -45,7 +46,7 @@ const (
 // written. set are params members the gateway sets (a retry's
 // inputResponses). On failure the call has ended and the error says why.
 func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
-	ex := &exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, internal: c.internal(), call: c}
+	ex := &exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, vals: c.vals, internal: c.internal(), call: c}
 	line := c.line(ex.id, set)
 	if err := ch.register(ex); err != nil {
 		e := notRunning(err)
@@ -59,7 +60,7 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 		return c.endedBefore(ctx)
 	}
 	err := ch.t.WriteMessage(ctx, line)
-	ch.log.Debug("to child", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "size", len(line), "err", err)
+	ch.log.DebugContext(ex.vals, "to child", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "size", len(line), "err", err)
 	ex.writeDone(err)
 	switch {
 	case err == nil:
@@ -150,10 +151,10 @@ func (ex *exchange) cancelInBackground(reason string) {
 func (ch *child) writeCancel(ctx context.Context, ex *exchange, reason string) {
 	note := jsonrpc.NewNotification(mcp.NoteCancelled, mcp.Cancelled(ex.id, reason))
 	if err := ch.t.WriteMessage(ctx, note); err != nil {
-		ch.log.Warn("could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason, "err", err)
+		ch.log.WarnContext(ex.vals, "could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason, "err", err)
 		return
 	}
-	ch.log.Info("cancelled call", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason)
+	ch.log.InfoContext(ex.vals, "cancelled call", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason)
 }
 
 // answered hands the child's response, which the reader has taken from the
@@ -179,7 +180,7 @@ func (ex *exchange) answered(m *jsonrpc.Message) {
 	if !c.answer(ex, m) {
 		// Its client left (or timed out) just as the answer came.
 		ex.ch.b.late.Add(1)
-		ex.ch.log.Debug("dropped late response", "id", ex.id)
+		ex.ch.log.DebugContext(ex.vals, "dropped late response", "id", ex.id, "client_id", string(ex.clientID))
 	}
 }
 

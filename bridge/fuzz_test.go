@@ -22,6 +22,7 @@ func FuzzRewrite(f *testing.F) {
 	f.Add([]byte("{\n \"jsonrpc\": \"2.0\",\n \"id\": 9,\n \"method\": \"m\",\n \"params\": {\"s\": \"\\u2028\", \"_meta\": {\"progressToken\": \"p\"}}\n}"), int64(3))
 	f.Add([]byte(`{"params":{"a":null},"method":"m","id":"\u00e9","jsonrpc":"2.0"}`), int64(2))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","_meta":null,"requestState":"x","inputResponses":{}}}`), int64(5))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"_meta":{"traceparent":"own","k":1}}}`), int64(6))
 	f.Fuzz(func(t *testing.T, raw []byte, gw int64) {
 		if gw <= 0 {
 			return
@@ -34,7 +35,7 @@ func FuzzRewrite(f *testing.F) {
 		if err != nil {
 			return // ambiguous, or a progress token that is neither string nor number
 		}
-		b := &Bridge{q: newQuestions()}
+		b := &Bridge{q: newQuestions(nil)}
 		b.opts.defaults()
 		b.log = b.opts.Logger
 		ch := newChild(&worker{b: b, log: b.log}, nil)
@@ -59,7 +60,9 @@ func FuzzRewrite(f *testing.F) {
 		}
 		ch.setEra(EraModern)
 		set := []mcp.Member{{Key: mcp.ParamInputResponses, Value: []byte(`{}`)}, {Key: mcp.ParamRequestState, Value: []byte(`"s"`)}}
+		c.caller.Meta = []mcp.Member{{Key: mcp.MetaTraceparent, Value: []byte(`"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"`)}}
 		modern := c.line(gw, set)
+		c.caller.Meta = nil
 		ch.setEra(EraLegacy)
 		if m, err := jsonrpc.Parse(modern); err != nil {
 			t.Fatalf("the line for a 2026 child %s does not parse: %v", modern, err)
@@ -69,6 +72,11 @@ func FuzzRewrite(f *testing.F) {
 			if v, ok := r.MetaString(mcp.MetaProtocolVersion); !ok || v != mcp.Modern {
 				if _, had := req.Meta(mcp.MetaProtocolVersion); !had {
 					t.Fatalf("the line for a 2026 child %s lacks the protocol version", modern)
+				}
+			}
+			if _, had := req.Meta(mcp.MetaTraceparent); !had {
+				if tp, _ := r.MetaString(mcp.MetaTraceparent); tp != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+					t.Fatalf("the line for a 2026 child %s lacks the trace context", modern)
 				}
 			}
 			if st, _ := r.Param(mcp.ParamRequestState); string(st) != `"s"` {

@@ -66,7 +66,7 @@ func (ch *child) park(ex *exchange) {
 		c.deliver(nil, errUnavailable("the child process exited while the call waited for its client's input; the call was lost"))
 		return
 	}
-	ch.log.Debug("parked a call for its client's input", "id", ex.id, "questions", asks)
+	ch.log.DebugContext(c.vals, "parked a call for its client's input", "id", ex.id, "client_id", string(c.clientID), "questions", asks)
 	c.deliver(jsonrpc.NewResult(c.clientID, irr), nil)
 }
 
@@ -123,39 +123,49 @@ func (q *questions) abandon(ex *exchange) {
 
 // stateFor mints the requestState for a parked exchange's round: each
 // round gets a state of its own, and only the latest resumes the exchange.
+// It names this process too: a retry that reaches another replica (one
+// sharing the key) is told at once where its call waits.
 func (q *questions) stateFor(id int64, round int) string {
-	body := strconv.FormatInt(id, 10) + "." + strconv.Itoa(round)
-	mac := hmac.New(sha256.New, q.key[:])
-	mac.Write([]byte(body))
+	body := q.instance + "." + strconv.FormatInt(id, 10) + "." + strconv.Itoa(round)
 	enc := base64.RawURLEncoding
-	return statePrefix + enc.EncodeToString([]byte(body)) + "." + enc.EncodeToString(mac.Sum(nil))
+	return statePrefix + enc.EncodeToString([]byte(body)) + "." + enc.EncodeToString(q.sign([]byte(body)))
+}
+
+func (q *questions) sign(body []byte) []byte {
+	mac := hmac.New(sha256.New, q.key)
+	mac.Write(body)
+	return mac.Sum(nil)
 }
 
 // stateOf reports whether the request continues a call the gateway parked,
 // that is whether its requestState has the gateway's form; such a state
-// must also carry the gateway's signature. A modern child's requestState
-// is its own and passes through untouched.
+// must also carry the gateway's signature and name this process. A modern
+// child's requestState is its own and passes through untouched.
 func (q *questions) stateOf(req *mcp.Request) (id int64, round int, ours bool, err error) {
 	state, ok := req.String(mcp.ParamRequestState)
 	if !ok || !strings.HasPrefix(state, statePrefix) {
 		return 0, 0, false, nil
 	}
-	tampered := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState failed its integrity check"}
+	tampered := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState failed its integrity check: it was altered, or signed by a gateway with another key " +
+		"(a replica without the same GATEWAY_SECRET, or this one before a restart); send the request again without requestState"}
 	body64, mac64, ok := strings.Cut(strings.TrimPrefix(state, statePrefix), ".")
 	enc := base64.RawURLEncoding
 	body, err1 := enc.DecodeString(body64)
 	sum, err2 := enc.DecodeString(mac64)
-	if !ok || err1 != nil || err2 != nil {
+	if !ok || err1 != nil || err2 != nil || !hmac.Equal(sum, q.sign(body)) {
 		return 0, 0, true, tampered
 	}
-	mac := hmac.New(sha256.New, q.key[:])
-	mac.Write(body)
-	if !hmac.Equal(sum, mac.Sum(nil)) {
+	parts := strings.Split(string(body), ".")
+	if len(parts) != 3 {
 		return 0, 0, true, tampered
 	}
-	idText, roundText, _ := strings.Cut(string(body), ".")
-	id, perr := strconv.ParseInt(idText, 10, 64)
-	round, rerr := strconv.Atoi(roundText)
+	if parts[0] != q.instance {
+		return 0, 0, true, jsonrpc.GatewayError(jsonrpc.CodeInvalidParams, "parked_elsewhere",
+			"requestState continues a call that waits on another gateway replica ("+parts[0]+"), not this one ("+q.instance+"): "+
+				"a call parked for its client's input resumes only where it was parked, so route retries to the same replica (session affinity), or send the request again without requestState")
+	}
+	id, perr := strconv.ParseInt(parts[1], 10, 64)
+	round, rerr := strconv.Atoi(parts[2])
 	if perr != nil || rerr != nil {
 		return 0, 0, true, tampered
 	}

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -27,7 +28,8 @@ import (
 //     and, once all are answered, the call goes on with a retry to the
 //     child (inputs.go).
 type questions struct {
-	key [32]byte // signs the requestState of parked calls; set once
+	key      []byte // signs the requestState of parked calls; set once
+	instance string // names this process in the requestState it signs; set once
 
 	mu     sync.Mutex
 	byID   map[string]*ask       // questions a legacy client answers with a response, by the id it was sent with
@@ -36,9 +38,17 @@ type questions struct {
 	inputs map[*call]*inputs     // a modern child's input requests that a legacy client is answering
 }
 
-func newQuestions() *questions {
-	q := &questions{byID: map[string]*ask{}, open: map[*exchange]*asking{}, parked: map[int64]*exchange{}, inputs: map[*call]*inputs{}}
-	_, _ = rand.Read(q.key[:])
+func newQuestions(key []byte) *questions {
+	q := &questions{key: key, byID: map[string]*ask{}, open: map[*exchange]*asking{}, parked: map[int64]*exchange{}, inputs: map[*call]*inputs{}}
+	if q.key == nil {
+		q.key = make([]byte, 32)
+		_, _ = rand.Read(q.key) // crypto/rand.Read never fails (Go 1.24+)
+	}
+	// Replicas sharing a key count exchange ids alike: the instance keeps
+	// one replica's state from resuming another's exchange of the same id.
+	var inst [9]byte
+	_, _ = rand.Read(inst[:])
+	q.instance = base64.RawURLEncoding.EncodeToString(inst[:])
 	return q
 }
 

@@ -93,7 +93,7 @@ func (w *worker) run(ctx context.Context) {
 }
 
 func (w *worker) startChild(ctx context.Context) (*child, error) {
-	t, err := w.start(ctx)
+	t, err := w.start(context.WithValue(ctx, workerKey{}, w.index))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -16,14 +17,20 @@ import (
 // since the child is shared.
 func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Request) {
 	if req.Method == mcp.MethodInitialize {
+		asked, _ := req.String(mcp.ParamProtocolVersion)
 		caps, _ := req.Param(mcp.ParamCapabilities)
 		info, _ := req.Param(mcp.ParamClientInfo)
-		sess, f := h.sessions.create(caps, info)
+		sid, f := h.sessions.create(mcp.Negotiated(asked), caps, info)
 		if f != nil {
 			writeError(w, f.status, req.ID, f.err)
 			return
 		}
-		w.Header().Set(mcp.HeaderSession, sess.id)
+		sess, err := h.sessions.open(sid)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "a fresh session id does not open: " + err.Error()})
+			return
+		}
+		w.Header().Set(mcp.HeaderSession, sid)
 		h.call(w, r, req, sess.caller(r), sess)
 		return
 	}
@@ -46,7 +53,12 @@ func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 			return
 		}
 		if sess != nil {
-			sess.setLogLevel(level)
+			sid, f := sess.setLogLevel(level)
+			if f != nil {
+				writeError(w, f.status, req.ID, f.err)
+				return
+			}
+			w.Header().Set(mcp.HeaderSession, sid)
 		}
 		writeJSON(w, http.StatusOK, jsonrpc.NewResult(req.ID, []byte("{}")))
 		return
@@ -60,34 +72,47 @@ func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 	h.call(w, r, req, caller, sess)
 }
 
-// legacySession looks up the session a legacy request names. A request
-// without one is served without one; an unknown or ended session gets 404,
-// which tells the client to initialize again.
+// legacySession opens the session a legacy request names. A request
+// without one is served without one. An id that does not open (another
+// key signed it, it expired, or its client ended it here) gets 404, which
+// tells the client to initialize again; a request of another revision than
+// the session's gets 400.
 func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []byte) (*session, bool) {
 	sid := r.Header.Get(mcp.HeaderSession)
 	if sid == "" {
 		return nil, true
 	}
-	s := h.sessions.get(sid)
-	if s == nil {
+	s, err := h.sessions.open(sid)
+	if err != nil {
+		h.log.DebugContext(r.Context(), "refused a session id", "err", err)
 		writeError(w, http.StatusNotFound, id, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "session_not_found",
-			"session "+sid+" is unknown or has ended; send initialize again"))
+			"unknown session: "+err.Error()+"; send initialize again"))
+		return nil, false
+	}
+	if v := strings.TrimSpace(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && v != s.claims.revision {
+		writeError(w, http.StatusBadRequest, id, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "the " + mcp.HeaderProtocolVersion + " header (" + v + ") is not the session's revision (" + s.claims.revision + ")"})
 		return nil, false
 	}
 	return s, true
 }
 
 // endSession serves DELETE /mcp: a legacy client ending its session. Its
-// calls in flight are cancelled.
+// calls in flight on this replica are cancelled, and this replica refuses
+// the id from now on (see sessions.end for the others).
 func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(mcp.HeaderSession)
 	if sid == "" {
 		h.methodNotAllowed(w, r)
 		return
 	}
-	if !h.sessions.remove(sid) {
+	if err := h.sessions.end(sid); err != nil {
+		if errors.Is(err, errTooManySessions.err) {
+			writeError(w, errTooManySessions.status, nil, errTooManySessions.err)
+			return
+		}
 		writeError(w, http.StatusNotFound, nil, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "session_not_found",
-			"session "+sid+" is unknown or has ended"))
+			"unknown session: "+err.Error()))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5/middleware"
-
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
@@ -150,13 +148,29 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 	// The call lives as long as this request: when the client goes, or a
 	// write to it fails (net/http then cancels the request's context), the
 	// bridge cancels toward the child.
+	// A request that carries a trace context of its own keeps it whole:
+	// a tracestate belongs to its traceparent.
+	if tr, ok := traceOf(r.Context()); ok {
+		if _, own := req.Meta(mcp.MetaTraceparent); !own {
+			caller.Meta = tr.meta()
+		}
+	}
+	var t *tracker
+	if sess != nil {
+		var f *rpcFailure
+		if t, f = sess.hold(); f != nil {
+			writeError(w, f.status, req.ID, f.err)
+			return
+		}
+		defer t.release()
+	}
 	c, err := h.b.Call(r.Context(), req, caller)
 	if err != nil {
 		h.fail(w, r, req.ID, err)
 		return
 	}
-	if sess != nil {
-		defer sess.track(req.ID, c)()
+	if t != nil {
+		t.track(req.ID, c)
 	}
 	if c.Streams() && caller.CanStream {
 		h.stream(w, r, c, req.ID, nil)
@@ -194,8 +208,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call, id []byte, first [][]byte) {
 	sse := newSSE(w, h.opts.ClientTimeout)
 	gone := func(err error) {
-		h.log.Info("client stopped taking the stream; its call is cancelled", "err", err,
-			"request_id", middleware.GetReqID(r.Context()))
+		h.log.InfoContext(r.Context(), "client stopped taking the stream; its call is cancelled", "err", err)
 	}
 	if err := sse.open(); err != nil {
 		gone(err)

@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -38,8 +39,12 @@ type Options struct {
 	ClientTimeout time.Duration // 0: 30s; the request body must arrive within it, and a client that takes no answer bytes this long is cut off
 	Logger        *slog.Logger  // nil: discard
 
-	MaxSessions int           // 0: 10000; legacy client sessions kept at once
-	SessionIdle time.Duration // 0: 30m; a legacy session with no call for this long ends
+	// Legacy (2025) client sessions. Their ids are self-contained and
+	// signed with SessionKey, so that replicas sharing the key serve each
+	// other's sessions (see sessionid.go).
+	SessionKey  []byte        // nil: a random key, valid in this process only
+	SessionTTL  time.Duration // 0: 24h; a session id is valid this long after initialize
+	MaxSessions int           // 0: 10000; sessions this process holds something for at once (calls in flight, a log level, an end)
 
 	// DNS-rebinding protection on /mcp (see guardOrigin).
 	Loopback       bool     // the listener is on a loopback address
@@ -60,11 +65,16 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.Logger = slog.New(LogContext(o.Logger.Handler()))
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 10000
 	}
-	if o.SessionIdle <= 0 {
-		o.SessionIdle = 30 * time.Minute
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 24 * time.Hour
+	}
+	if o.SessionKey == nil {
+		o.SessionKey = make([]byte, 32)
+		_, _ = rand.Read(o.SessionKey) // crypto/rand.Read never fails (Go 1.24+)
 	}
 }
 
@@ -74,9 +84,9 @@ func (o *Options) defaults() {
 // the handlers set per-request deadlines instead.
 func New(b Backend, opts Options) http.Handler {
 	opts.defaults()
-	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.MaxSessions, opts.SessionIdle)}
+	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.SessionKey, opts.SessionTTL, opts.MaxSessions)}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, accessLog(opts.Logger), middleware.Recoverer)
+	r.Use(middleware.RequestID, withTrace, accessLog(opts.Logger), middleware.Recoverer)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
@@ -216,7 +226,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 				log.Log(r.Context(), level, "http request",
 					"method", r.Method, "path", r.URL.Path, "status", ww.Status(),
 					"bytes", ww.BytesWritten(), "dur", time.Since(start).Round(time.Microsecond),
-					"request_id", middleware.GetReqID(r.Context()), "remote", r.RemoteAddr)
+					"remote", r.RemoteAddr)
 			}()
 			next.ServeHTTP(ww, r)
 		})

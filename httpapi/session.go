@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -17,183 +14,258 @@ import (
 // sessions are the gateway's own sessions with legacy (2025) clients. The
 // child is shared and stateless toward the gateway; a session holds what
 // the legacy protocol keeps per connection: the client's capabilities and
-// identity (so requests to a modern child can carry them), its log level,
-// and its calls in flight (so its notifications/cancelled can name them).
+// identity (so requests to a modern child can carry them), its log level
+// and its revision. All of that is in the session id itself (see
+// sessionid.go), so a session lives on no replica in particular.
+//
+// What cannot travel in the id is local to the replica that holds it, in
+// a record: the session's calls in flight here (so its
+// notifications/cancelled can name them), a log level set here, and the
+// end of a session that its client ended here with DELETE. Records are
+// bounded by max: the cap is on the sessions a replica holds something
+// for, which is what costs memory.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]*session
-	max  int
-	idle time.Duration
+	key []byte
+	ttl time.Duration
+	max int
+
+	mu      sync.Mutex
+	records map[string]*record // by nonce
 }
 
+// record is what one replica holds for a session. Guarded by sessions.mu.
+type record struct {
+	calls    map[string]bridge.Call // in flight here, by the client's raw request id
+	holds    int                    // calls being set up here
+	logLevel string                 // set here by logging/setLevel, over the id's
+	ended    bool                   // ended here by DELETE
+	expires  time.Time              // the session's expiry: the record is useless after it
+	used     time.Time
+}
+
+func (rec *record) busy() bool { return len(rec.calls) > 0 || rec.holds > 0 }
+
+// session is one request's view of its session: the id's claims, and this
+// replica's record of it, if any.
 type session struct {
-	id   string
-	caps json.RawMessage
-	info json.RawMessage
-
-	mu       sync.Mutex
-	logLevel string
-	lastSeen time.Time
-	calls    map[string]bridge.Call // in flight, by the client's raw request id
-	ended    bool
+	ss     *sessions
+	claims claims
 }
 
-func newSessions(max int, idle time.Duration) *sessions {
-	return &sessions{byID: map[string]*session{}, max: max, idle: idle}
+func newSessions(key []byte, ttl time.Duration, max int) *sessions {
+	return &sessions{key: key, ttl: ttl, max: max, records: map[string]*record{}}
 }
 
-// create starts a session for a legacy client's initialize. When the table
-// is full, the session idle longest gives way, if it has no call in flight.
-func (ss *sessions) create(caps, info []byte) (*session, *rpcFailure) {
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return nil, refuse(http.StatusInternalServerError, jsonrpc.CodeInternalError, "cannot mint a session id: "+err.Error(), nil)
+// create starts a session for a legacy client's initialize: a fresh id
+// that holds it. Nothing is kept.
+func (ss *sessions) create(revision string, caps, info []byte) (string, *rpcFailure) {
+	nonce, err := newNonce()
+	if err != nil {
+		return "", refuse(http.StatusInternalServerError, jsonrpc.CodeInternalError, err.Error(), nil)
 	}
-	s := &session{id: hex.EncodeToString(raw[:]), caps: bytes.Clone(caps), info: bytes.Clone(info), lastSeen: time.Now(), calls: map[string]bridge.Call{}}
+	id, err := seal(ss.key, claims{nonce: nonce, revision: revision, expires: time.Now().Add(ss.ttl), caps: caps, info: info})
+	if errors.Is(err, errSessionTooBig) {
+		return "", refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams, err.Error(), nil)
+	}
+	return id, nil
+}
+
+// open returns the session an id names, or why it cannot be served:
+// another key signed it, it has expired, or its client ended it here.
+func (ss *sessions) open(id string) (*session, error) {
+	c, err := open(ss.key, id)
+	if err != nil {
+		return nil, err
+	}
+	if !time.Now().Before(c.expires) {
+		return nil, errors.New("the session expired at " + c.expires.UTC().Format(time.RFC3339))
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.sweepLocked()
-	if len(ss.byID) >= ss.max {
-		var oldest *session
-		for _, o := range ss.byID {
-			if o.busy() {
+	if rec := ss.records[c.nonce]; rec != nil && rec.ended {
+		return nil, errors.New("the session was ended by its client")
+	}
+	return &session{ss: ss, claims: c}, nil
+}
+
+// recordLocked returns the session's record, making one when asked to. A
+// full table makes room by forgetting the record used longest ago that
+// has no call in flight; when every record has one, there is no room.
+func (ss *sessions) recordLocked(c claims, create bool) *record {
+	if rec := ss.records[c.nonce]; rec != nil || !create {
+		return rec
+	}
+	now := time.Now()
+	if len(ss.records) >= ss.max {
+		var oldest string
+		for nonce, rec := range ss.records {
+			if !now.Before(rec.expires) && !rec.busy() {
+				delete(ss.records, nonce) // the id is refused anyway
 				continue
 			}
-			if oldest == nil || o.seen().Before(oldest.seen()) {
-				oldest = o
+			if !rec.busy() && (oldest == "" || rec.used.Before(ss.records[oldest].used)) {
+				oldest = nonce
 			}
 		}
-		if oldest == nil {
-			return nil, &rpcFailure{http.StatusServiceUnavailable,
-				jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded", "too many sessions, all with calls in flight; try again later")}
+		if len(ss.records) >= ss.max {
+			if oldest == "" {
+				return nil
+			}
+			delete(ss.records, oldest)
 		}
-		delete(ss.byID, oldest.id)
-		oldest.end("session evicted")
 	}
-	ss.byID[s.id] = s
-	return s, nil
+	rec := &record{calls: map[string]bridge.Call{}, expires: c.expires, used: now}
+	ss.records[c.nonce] = rec
+	return rec
 }
 
-// get returns the live session with that id, or nil.
-func (ss *sessions) get(id string) *session {
+// dropLocked forgets a record that holds nothing any more.
+func (ss *sessions) dropLocked(nonce string, rec *record) {
+	if !rec.busy() && rec.logLevel == "" && !rec.ended {
+		delete(ss.records, nonce)
+	}
+}
+
+// live is the number of sessions this replica holds a record for.
+func (ss *sessions) live() int {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	s := ss.byID[id]
-	if s == nil {
-		return nil
-	}
-	if ss.expired(s) {
-		delete(ss.byID, id)
-		s.end("session expired")
-		return nil
-	}
-	s.touch()
-	return s
+	return len(ss.records)
 }
 
-// remove ends a session; its calls in flight are cancelled.
-func (ss *sessions) remove(id string) bool {
+var errTooManySessions = &rpcFailure{http.StatusServiceUnavailable, jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded",
+	"too many sessions with calls in flight on this gateway; try again later")}
+
+// end ends a session on this replica: its calls in flight here are
+// cancelled, and this replica refuses its id from now on. Other replicas
+// cannot be told (they share a key, not a store): there the id stays
+// valid until it expires, which gives its holder nothing a new initialize
+// would not.
+func (ss *sessions) end(id string) error {
+	s, err := ss.open(id)
+	if err != nil {
+		return err
+	}
 	ss.mu.Lock()
-	s := ss.byID[id]
-	delete(ss.byID, id)
+	rec := ss.recordLocked(s.claims, true)
+	var calls map[string]bridge.Call
+	if rec != nil {
+		calls, rec.calls = rec.calls, map[string]bridge.Call{}
+		rec.ended = true
+	}
 	ss.mu.Unlock()
-	if s == nil {
-		return false
-	}
-	s.end("session ended by the client")
-	return true
-}
-
-func (ss *sessions) sweepLocked() {
-	for id, s := range ss.byID {
-		if ss.expired(s) {
-			delete(ss.byID, id)
-			s.end("session expired")
-		}
-	}
-}
-
-func (ss *sessions) expired(s *session) bool {
-	return !s.busy() && time.Since(s.seen()) > ss.idle
-}
-
-func (s *session) touch() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.lastSeen = time.Now()
-}
-
-func (s *session) seen() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastSeen
-}
-
-func (s *session) busy() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.calls) > 0
-}
-
-// end cancels the session's calls in flight.
-func (s *session) end(reason string) {
-	s.mu.Lock()
-	calls := s.calls
-	s.calls = map[string]bridge.Call{}
-	s.ended = true
-	s.mu.Unlock()
 	for _, c := range calls {
-		c.Cancel(reason)
+		c.Cancel("session ended by the client")
 	}
+	if rec == nil {
+		return errTooManySessions.err
+	}
+	return nil
 }
 
 func (s *session) caller(r *http.Request) bridge.Caller {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bridge.Caller{Capabilities: s.caps, ClientInfo: s.info, LogLevel: s.logLevel,
+	level := s.claims.logLevel
+	s.ss.mu.Lock()
+	if rec := s.ss.recordLocked(s.claims, false); rec != nil && rec.logLevel != "" {
+		level = rec.logLevel
+	}
+	s.ss.mu.Unlock()
+	return bridge.Caller{Capabilities: s.claims.caps, ClientInfo: s.claims.info, LogLevel: level,
 		CanStream: accepts(r.Header.Get("Accept"), "text/event-stream")}
 }
 
-func (s *session) setLogLevel(level string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.logLevel = level
+// setLogLevel keeps the client's level on this replica and returns a new
+// id that carries it, for clients that take a new id (most keep the one
+// initialize gave them; their level holds on this replica only).
+func (s *session) setLogLevel(level string) (string, *rpcFailure) {
+	s.ss.mu.Lock()
+	rec := s.ss.recordLocked(s.claims, true)
+	if rec != nil {
+		rec.logLevel = level
+		rec.used = time.Now()
+	}
+	s.ss.mu.Unlock()
+	if rec == nil {
+		return "", errTooManySessions
+	}
+	c := s.claims
+	c.logLevel = level
+	id, err := seal(s.ss.key, c)
+	if err != nil {
+		return "", refuse(http.StatusInternalServerError, jsonrpc.CodeInternalError, err.Error(), nil)
+	}
+	return id, nil
 }
 
-// track records a call in flight under the client's id, for its
-// notifications/cancelled; the returned func forgets it.
-func (s *session) track(clientID []byte, c bridge.Call) func() {
-	key := string(clientID)
-	s.mu.Lock()
-	ended := s.ended
+// hold makes room for a call of the session before it starts, so that a
+// full table refuses it before it reaches the child. The tracker it
+// returns records the call and forgets it.
+func (s *session) hold() (*tracker, *rpcFailure) {
+	s.ss.mu.Lock()
+	defer s.ss.mu.Unlock()
+	rec := s.ss.recordLocked(s.claims, true)
+	if rec == nil {
+		return nil, errTooManySessions
+	}
+	rec.holds++
+	rec.used = time.Now()
+	return &tracker{s: s, rec: rec}, nil
+}
+
+type tracker struct {
+	s   *session
+	rec *record
+	key string
+	c   bridge.Call
+}
+
+// track records the call under the client's id, for its
+// notifications/cancelled. A call of a session ended meanwhile is
+// cancelled.
+func (t *tracker) track(clientID []byte, c bridge.Call) {
+	ss := t.s.ss
+	ss.mu.Lock()
+	ended := t.rec.ended
 	if !ended {
-		s.calls[key] = c
+		t.key, t.c = string(clientID), c
+		t.rec.calls[t.key] = c
 	}
-	s.mu.Unlock()
+	ss.mu.Unlock()
 	if ended {
-		c.Cancel("session ended")
-	}
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.calls[key] == c {
-			delete(s.calls, key)
-		}
-		s.lastSeen = time.Now()
+		c.Cancel("session ended by the client")
 	}
 }
 
-// cancel cancels the call the client's notifications/cancelled names; an
-// id the session does not know (finished, or never sent) is ignored.
+// release forgets the call; a record left holding nothing goes.
+func (t *tracker) release() {
+	ss := t.s.ss
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	t.rec.holds--
+	if t.c != nil && t.rec.calls[t.key] == t.c {
+		delete(t.rec.calls, t.key)
+	}
+	t.rec.used = time.Now()
+	if ss.records[t.s.claims.nonce] == t.rec {
+		ss.dropLocked(t.s.claims.nonce, t.rec)
+	}
+}
+
+// cancel cancels the call the client's notifications/cancelled names. An
+// id this replica does not run (finished, never sent, or running on
+// another replica) is ignored.
 func (s *session) cancel(n *mcp.Request) {
 	id, ok := n.Param(mcp.ParamRequestID)
 	if !ok {
 		return
 	}
 	reason, _ := n.String(mcp.ParamReason)
-	s.mu.Lock()
-	c := s.calls[string(id)]
-	s.mu.Unlock()
+	s.ss.mu.Lock()
+	var c bridge.Call
+	if rec := s.ss.recordLocked(s.claims, false); rec != nil {
+		c = rec.calls[string(id)]
+	}
+	s.ss.mu.Unlock()
 	if c != nil {
 		c.Cancel(reason)
 	}

@@ -2,13 +2,13 @@ package httpapi
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
@@ -18,8 +18,13 @@ const initBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"proto
 // of visible ASCII.
 func initialize(t *testing.T, f *fakeBackend, url string) string {
 	t.Helper()
+	return initializeWith(t, f, url, initBody)
+}
+
+func initializeWith(t *testing.T, f *fakeBackend, url, body string) string {
+	t.Helper()
 	go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), nil) }()
-	resp := post(t, url+"/mcp", "application/json", initBody)
+	resp := post(t, url+"/mcp", "application/json", body)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if !regexp.MustCompile(`^[\x21-\x7e]{32,}$`).MatchString(sid) {
 		t.Fatalf("session id %q is not 32+ visible ASCII characters", sid)
@@ -30,7 +35,8 @@ func initialize(t *testing.T, f *fakeBackend, url string) string {
 func TestLegacySession(t *testing.T) {
 	t.Parallel()
 	f := newFake()
-	srv := newServer(t, f, Options{})
+	key := []byte("a key for the session tests, 32+")
+	srv := newServer(t, f, Options{SessionKey: key})
 	sid := initialize(t, f, srv.URL)
 	if other := initialize(t, f, srv.URL); other == sid {
 		t.Fatal("two initializes got the same session id")
@@ -52,6 +58,13 @@ func TestLegacySession(t *testing.T) {
 	c := <-calls
 	if c.caller.Modern || string(c.caller.Capabilities) != `{"sampling":{}}` || c.caller.LogLevel != "debug" || string(c.caller.ClientInfo) != `{"name":"c","version":"1"}` {
 		t.Errorf("caller = %+v", c.caller)
+	}
+	// The answer to setLevel carries an id that holds the level, for a
+	// client that takes it to another replica.
+	if nsid := resp.Header.Get("Mcp-Session-Id"); nsid == "" || nsid == sid {
+		t.Errorf("setLevel answered with session id %q", nsid)
+	} else if cl, err := open(key, nsid); err != nil || cl.logLevel != "debug" {
+		t.Errorf("the new id holds %+v, %v; want level debug", cl, err)
 	}
 
 	// An unknown session is 404, and so is one the client ended.
@@ -135,37 +148,182 @@ func TestLegacyCancellation(t *testing.T) {
 	}
 }
 
-// Sessions are bounded: the one idle longest makes room, a busy one does
-// not; and an idle session expires.
-func TestSessionLimits(t *testing.T) {
+// A session id holds the session: a replica with the same key serves it,
+// one with another key does not, and neither does anyone for an id that
+// was altered. A DELETE ends it on the replica that gets it.
+func TestSessionsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	key := []byte("the key that replicas share, 32+")
+	fa, fb, fc := newFake(), newFake(), newFake()
+	a := newServer(t, fa, Options{SessionKey: key})
+	b := newServer(t, fb, Options{SessionKey: key})
+	c := newServer(t, fc, Options{SessionKey: []byte("another key, that replicas share")})
+	body := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{ "elicitation" : {"x":"<\u00e9>"} },"clientInfo":{"name":"c","version":"1"}}}`
+	sid := initializeWith(t, fa, a.URL, body)
+
+	calls := make(chan *fakeCall, 1)
+	go func() {
+		c := fb.next(t)
+		calls <- c
+		c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil)
+	}()
+	resp := post(t, b.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2025-06-18")
+	if resp.StatusCode != 200 {
+		t.Fatalf("the other replica answered %d", resp.StatusCode)
+	}
+	// The client's capabilities reach the other replica byte for byte.
+	if got := (<-calls).caller; string(got.Capabilities) != `{ "elicitation" : {"x":"<\u00e9>"} }` || string(got.ClientInfo) != `{"name":"c","version":"1"}` {
+		t.Errorf("the other replica's caller = %s %s", got.Capabilities, got.ClientInfo)
+	}
+
+	// Another revision than the session's is refused.
+	resp = post(t, b.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2025-11-25")
+	if id, code := readRPCError(t, resp); resp.StatusCode != 400 || id != "2" || code != -32600 {
+		t.Errorf("another revision: status %d id %s code %d", resp.StatusCode, id, code)
+	}
+
+	// Another key, or any change to the id, is an unknown session.
+	flipped := []byte(sid)
+	flipped[len(sessionPrefix)+3] ^= 1
+	for name, try := range map[string]struct {
+		url, sid string
+	}{
+		"another key":   {c.URL, sid},
+		"altered":       {b.URL, string(flipped)},
+		"cut":           {b.URL, sid[:len(sid)-1]},
+		"no signature":  {b.URL, sid[:strings.LastIndexByte(sid, '.')]},
+		"another shape": {b.URL, "s2" + sid[2:]},
+	} {
+		resp := post(t, try.url+"/mcp", "application/json", `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, "Mcp-Session-Id", try.sid)
+		if id, code := readRPCError(t, resp); resp.StatusCode != 404 || id != "3" || code != -32600 {
+			t.Errorf("%s: status %d id %s code %d", name, resp.StatusCode, id, code)
+		}
+	}
+
+	// DELETE ends the session where it lands; the other replica, which
+	// cannot be told, serves it until it expires.
+	req, _ := http.NewRequest(http.MethodDelete, a.URL+"/mcp", nil)
+	req.Header.Set("Mcp-Session-Id", sid)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("DELETE: %v %v", resp, err)
+	}
+	if resp := post(t, a.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`, "Mcp-Session-Id", sid); resp.StatusCode != 404 {
+		t.Errorf("the replica that ended the session answered %d", resp.StatusCode)
+	}
+	go func() { fb.next(t).finish([]byte(`{"jsonrpc":"2.0","id":5,"result":{}}`), nil) }()
+	if resp := post(t, b.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`, "Mcp-Session-Id", sid); resp.StatusCode != 200 {
+		t.Errorf("the other replica answered %d", resp.StatusCode)
+	}
+}
+
+// A session id expires; what does not fit in one is cut down or refused.
+func TestSessionIDs(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		ss := newSessions(2, time.Hour)
-		a, _ := ss.create(nil, nil)
-		time.Sleep(time.Minute)
-		b, _ := ss.create(nil, nil)
-		time.Sleep(time.Minute)
-		c, f := ss.create(nil, nil)
-		if f != nil || ss.get(a.id) != nil || ss.get(b.id) == nil || ss.get(c.id) == nil {
-			t.Fatalf("a full table did not evict the session idle longest")
+		key := []byte("a key for the session tests, 32+")
+		ss := newSessions(key, time.Hour, 10)
+		sid, f := ss.create("2025-11-25", []byte(`{}`), []byte(`{"name":"c"}`))
+		if f != nil {
+			t.Fatal(f.err)
 		}
-		busy := &fakeCall{wake: make(chan struct{}, 1), ended: make(chan struct{})}
-		b.track([]byte("1"), busy)
-		c.track([]byte("1"), &fakeCall{wake: make(chan struct{}, 1), ended: make(chan struct{})})
-		if _, f := ss.create(nil, nil); f == nil || f.status != http.StatusServiceUnavailable || f.err.Code != jsonrpc.CodeOverloaded {
-			t.Errorf("a full table of busy sessions took another: %+v", f)
+		if !regexp.MustCompile(`^[\x21-\x7e]+$`).MatchString(sid) || len(sid) > maxSessionID {
+			t.Fatalf("session id %q", sid)
 		}
-		time.Sleep(2 * time.Hour)
-		if ss.get(b.id) == nil {
-			t.Error("a session with a call in flight expired")
+		time.Sleep(time.Hour - time.Second)
+		if _, err := ss.open(sid); err != nil {
+			t.Fatalf("a session id within its lifetime: %v", err)
 		}
-		d := &session{id: "d", lastSeen: time.Now(), calls: map[string]bridge.Call{}}
-		ss.mu.Lock()
-		ss.byID["d"] = d
-		ss.mu.Unlock()
-		time.Sleep(time.Hour + time.Second)
-		if ss.get("d") != nil {
-			t.Error("an idle session did not expire")
+		time.Sleep(time.Second)
+		if _, err := ss.open(sid); err == nil || !strings.Contains(err.Error(), "expired") {
+			t.Errorf("a session id past its lifetime: %v", err)
 		}
 	})
+
+	ss := newSessions([]byte("a key for the session tests, 32+"), time.Hour, 10)
+	icon := `"data:image/png;base64,` + strings.Repeat("A", 2*maxSessionID) + `"`
+	sid, f := ss.create("2025-11-25", []byte(`{}`), []byte(`{"name":"c","version":"1.0","icons":[{"src":`+icon+`}]}`))
+	if f != nil {
+		t.Fatalf("a large clientInfo: %v", f.err)
+	}
+	s, err := ss.open(sid)
+	if err != nil || string(s.claims.info) != `{"name":"c","version":"1.0"}` {
+		t.Errorf("a large clientInfo was kept as %s (%v), want its name and version", s.claims.info, err)
+	}
+	_, f = ss.create("2025-11-25", []byte(`{"experimental":{"x":`+icon+`}}`), nil)
+	if f == nil || f.status != http.StatusBadRequest || f.err.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("capabilities too large for an id: %+v", f)
+	}
+}
+
+// A replica holds records only for sessions that need one here, and at
+// most max of them: a session whose calls would need one more is refused
+// (503) while every record has a call in flight, and served once one ends.
+func TestSessionRecordsAreBounded(t *testing.T) {
+	t.Parallel()
+	ss := newSessions([]byte("a key for the session tests, 32+"), time.Hour, 2)
+	open := func() *session {
+		sid, f := ss.create("2025-11-25", nil, nil)
+		if f != nil {
+			t.Fatal(f.err)
+		}
+		s, err := ss.open(sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b, c := open(), open(), open()
+	if n := ss.live(); n != 0 {
+		t.Fatalf("%d records before any call", n)
+	}
+	ta, f := a.hold()
+	if f != nil {
+		t.Fatal(f.err)
+	}
+	ta.track([]byte("1"), &fakeCall{wake: make(chan struct{}, 1), ended: make(chan struct{})})
+	tb, f := b.hold()
+	if f != nil {
+		t.Fatal(f.err)
+	}
+	if _, f := c.hold(); f == nil || f.status != http.StatusServiceUnavailable || f.err.Code != jsonrpc.CodeOverloaded {
+		t.Fatalf("a full table of busy records took another: %+v", f)
+	}
+	// A second call of a session that has a record needs no more room.
+	ta2, f := a.hold()
+	if f != nil {
+		t.Fatalf("a session with a record: %v", f.err)
+	}
+	ta2.release()
+	tb.release()
+	tc, f := c.hold()
+	if f != nil {
+		t.Fatalf("a record was freed, yet: %v", f.err)
+	}
+	tc.release()
+	ta.release()
+	if n := ss.live(); n != 0 {
+		t.Errorf("%d records left once no call is in flight", n)
+	}
+	// A log level set here is kept, yet gives way to a session that needs
+	// room for a call.
+	if _, f := a.setLogLevel("debug"); f != nil {
+		t.Fatal(f.err)
+	}
+	if _, f := b.setLogLevel("info"); f != nil {
+		t.Fatal(f.err)
+	}
+	if n := ss.live(); n != 2 {
+		t.Fatalf("%d records, want the 2 log levels", n)
+	}
+	tc, f = c.hold()
+	if f != nil {
+		t.Fatalf("a log level did not give way to a call: %v", f.err)
+	}
+	tc.release()
+	if a.caller(httptest.NewRequest("POST", "/mcp", nil)).LogLevel != "" {
+		t.Error("the record used longest ago was not the one that gave way")
+	}
+	if got := b.caller(httptest.NewRequest("POST", "/mcp", nil)).LogLevel; got != "info" {
+		t.Errorf("level %q, want the one set here", got)
+	}
 }

@@ -110,32 +110,47 @@ func setParams(r *Request, set []Member, add []byte) []jsonrpc.Edit {
 // and log level. Keys the request's _meta already has are kept. set are
 // more params members to set, as for SetParams.
 func ModernRequest(r *Request, c Client, set ...Member) []jsonrpc.Edit {
+	return AddMeta(r, ClientMeta(c), set...)
+}
+
+// ClientMeta is the _meta a 2026-07-28 request carries for the client c.
+func ClientMeta(c Client) []Member {
+	m := []Member{
+		{MetaProtocolVersion, jsonrpc.Quote(Modern)},
+		{MetaClientCapabilities, orEmpty(c.Capabilities)},
+	}
+	if c.Info != nil {
+		m = append(m, Member{MetaClientInfo, c.Info})
+	}
+	if c.LogLevel != "" {
+		m = append(m, Member{MetaLogLevel, jsonrpc.Quote(c.LogLevel)})
+	}
+	return m
+}
+
+// AddMeta adds the members of meta that the request's _meta lacks (a key
+// it has keeps its value), creating _meta when there is none, and sets
+// the params members set, as SetParams does: one set of edits, so that
+// nothing is created twice. Keys must be ones Read reads.
+func AddMeta(r *Request, meta []Member, set ...Member) []jsonrpc.Edit {
 	if r.Params != nil && r.Params[0] != '{' {
 		return nil // positional params: nowhere to put _meta
 	}
-	want := []member{
-		{MetaProtocolVersion, jsonrpc.Quote(Modern)},
-		{MetaClientCapabilities, orEmpty(c.Capabilities)},
-		{MetaClientInfo, c.Info},
-	}
-	if c.LogLevel != "" {
-		want = append(want, member{MetaLogLevel, jsonrpc.Quote(c.LogLevel)})
-	}
 	var keys []byte
-	for _, w := range want {
-		if _, present := r.Meta(w.key); w.value != nil && !present {
-			keys = joinMembers(keys, w.encode())
+	for _, m := range meta {
+		if _, present := r.Meta(m.Key); m.Value != nil && !present {
+			keys = joinMembers(keys, member{m.Key, m.Value}.encode())
 		}
 	}
-	meta, hasMeta := r.ParamSpan(ParamMeta)
+	span, hasMeta := r.ParamSpan(ParamMeta)
 	var edits []jsonrpc.Edit
 	var add []byte
 	switch {
 	case len(keys) == 0:
-	case hasMeta && r.Raw[meta.Start] == '{':
-		edits = append(edits, InsertMembers(r.Raw, meta, keys))
+	case hasMeta && r.Raw[span.Start] == '{':
+		edits = append(edits, InsertMembers(r.Raw, span, keys))
 	case hasMeta: // "_meta": null
-		edits = append(edits, jsonrpc.Edit{Span: meta, New: append(append([]byte{'{'}, keys...), '}')})
+		edits = append(edits, jsonrpc.Edit{Span: span, New: append(append([]byte{'{'}, keys...), '}')})
 	default:
 		add = append(append([]byte(`"_meta":{`), keys...), '}')
 	}
@@ -201,7 +216,7 @@ func (m member) encode() []byte {
 // with the version the client asked for, when the gateway speaks it (the
 // newest legacy revision otherwise).
 func InitializeResult(childResult []byte, asked string) []byte {
-	version := jsonrpc.Quote(negotiated(asked))
+	version := jsonrpc.Quote(Negotiated(asked))
 	if sp, ok, err := jsonrpc.Lookup(childResult, "protocolVersion"); ok && err == nil {
 		return jsonrpc.Splice(childResult, jsonrpc.Edit{Span: sp, New: version})
 	}
@@ -218,16 +233,16 @@ func InitializeFromDiscover(discover []byte, asked string, gatewayInfo []byte) [
 		info = gatewayInfo
 	}
 	return object(
-		member{"protocolVersion", jsonrpc.Quote(negotiated(asked))},
+		member{"protocolVersion", jsonrpc.Quote(Negotiated(asked))},
 		member{"capabilities", orEmpty(jsonrpc.Get(discover, "capabilities"))},
 		member{"serverInfo", info},
 		member{"instructions", jsonrpc.Get(discover, "instructions")},
 	)
 }
 
-// negotiated is the legacy revision the gateway answers a client that
+// Negotiated is the legacy revision the gateway answers a client that
 // asked for asked.
-func negotiated(asked string) string {
+func Negotiated(asked string) string {
 	if IsLegacy(asked) {
 		return asked
 	}

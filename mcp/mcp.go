@@ -114,6 +114,10 @@ const (
 	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
 	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
 	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+	// W3C trace context, carried in _meta (the gateway adds it from the
+	// HTTP request's headers when the request has none of its own).
+	MetaTraceparent = "traceparent"
+	MetaTracestate  = "tracestate"
 )
 
 // TasksExtension names the tasks extension in capabilities.extensions.

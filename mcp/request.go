@@ -28,7 +28,7 @@ const (
 
 // readParams and readMeta are the members Read finds, in the order of the
 // arrays in Request.
-const nParams, nMeta = 14, 5
+const nParams, nMeta = 14, 7
 
 func readParams() [nParams]string {
 	return [nParams]string{ParamName, ParamURI, ParamTaskID, ParamArguments, ParamMeta, ParamRequestState,
@@ -37,7 +37,8 @@ func readParams() [nParams]string {
 }
 
 func readMeta() [nMeta]string {
-	return [nMeta]string{MetaProgressToken, MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel}
+	return [nMeta]string{MetaProgressToken, MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel,
+		MetaTraceparent, MetaTracestate}
 }
 
 // Request is a client's request or notification as the gateway reads it:

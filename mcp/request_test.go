@@ -137,6 +137,8 @@ type reference struct {
 			Capabilities  json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 			ClientInfo    json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
 			LogLevel      json.RawMessage `json:"io.modelcontextprotocol/logLevel"`
+			Traceparent   json.RawMessage `json:"traceparent"`
+			Tracestate    json.RawMessage `json:"tracestate"`
 		} `json:"_meta"`
 	} `json:"params"`
 }
@@ -158,6 +160,7 @@ func FuzzRead(f *testing.F) {
 		`{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"level":"debug"}}`,
 		`{"jsonrpc":"2.0","id":6,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`,
 		`{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"test://a","_meta":null}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","Tracestate":"a=b"}}}`,
 		"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"a\xffb\"}",
 	} {
 		f.Add([]byte(s))
@@ -184,6 +187,7 @@ func FuzzRead(f *testing.F) {
 			"params.requestId": p.RequestID, "params.reason": p.Reason, "params.notifications": p.Notifications,
 			"_meta.progressToken": meta.ProgressToken, "_meta.protocolVersion": meta.Version,
 			"_meta.clientCapabilities": meta.Capabilities, "_meta.clientInfo": meta.ClientInfo, "_meta.logLevel": meta.LogLevel,
+			"_meta.traceparent": meta.Traceparent, "_meta.tracestate": meta.Tracestate,
 		}
 		got := map[string][]byte{"id": r.ID}
 		for _, name := range []string{ParamName, ParamURI, ParamTaskID, ParamArguments, ParamRequestState, ParamInputResponses,
@@ -191,7 +195,8 @@ func FuzzRead(f *testing.F) {
 			got["params."+name], _ = r.Param(name)
 		}
 		for key, short := range map[string]string{MetaProgressToken: "progressToken", MetaProtocolVersion: "protocolVersion",
-			MetaClientCapabilities: "clientCapabilities", MetaClientInfo: "clientInfo", MetaLogLevel: "logLevel"} {
+			MetaClientCapabilities: "clientCapabilities", MetaClientInfo: "clientInfo", MetaLogLevel: "logLevel",
+			MetaTraceparent: "traceparent", MetaTracestate: "tracestate"} {
 			got["_meta."+short], _ = r.Meta(key)
 		}
 		if r.Method != ref.Method {

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/stdiomcp/gateway/httpapi"
 )
 
 const envPrefix = "GATEWAY"
@@ -49,8 +52,10 @@ type Config struct {
 	ShutdownGrace   time.Duration `split_words:"true" default:"10s" desc:"on SIGINT or SIGTERM, how long calls in flight may take to finish before they are cancelled (new calls are refused and /readyz is 503 meanwhile; a second signal ends it); 0: none"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"after the grace period, how long to wait for answers to reach clients"`
 
-	MaxSessions        int           `split_words:"true" default:"10000" desc:"legacy (2025) client sessions kept at once; when full, the one idle longest makes room"`
-	SessionIdleTimeout time.Duration `split_words:"true" default:"30m" desc:"a legacy client session with no call for this long ends"`
+	Secret      string        `desc:"the key replicas share, at least 32 bytes: it signs 2025 session ids and the requestState of parked calls, so any replica with the same key serves them; empty: a random key, valid in this process only"`
+	SecretFile  string        `split_words:"true" desc:"a file holding the key instead (a mounted Secret); whitespace around it is ignored"`
+	SessionTTL  time.Duration `split_words:"true" default:"24h" desc:"a 2025 client's session id is valid this long after initialize, on every replica; then the client gets 404 and initializes again"`
+	MaxSessions int           `split_words:"true" default:"10000" desc:"2025 sessions one gateway holds something for at once (calls in flight, a log level, an end by DELETE); when full, the one used longest ago without a call in flight makes room"`
 
 	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp answers to, comma-separated (* for any); empty: localhost names on a loopback address, any otherwise"`
 	AllowedOrigins []string `split_words:"true" desc:"browser Origins allowed on /mcp, comma-separated scheme://host[:port] (* for any); empty: localhost origins on a loopback address, same-origin otherwise"`
@@ -59,8 +64,19 @@ type Config struct {
 	LogFormat string `split_words:"true" default:"text" desc:"text or json"`
 }
 
+// retired names variables the gateway no longer reads, with what took
+// their place: a setting that silently stops working is worse than none.
+var retired = map[string]string{
+	"GATEWAY_SESSION_IDLE_TIMEOUT": "GATEWAY_SESSION_TTL (a session id now carries its own expiry, so that any replica can check it)",
+}
+
 func loadConfig() (Config, error) {
 	var cfg Config
+	for name, instead := range retired {
+		if _, set := os.LookupEnv(name); set {
+			return cfg, fmt.Errorf("%s is no longer read; use %s", name, instead)
+		}
+	}
 	if err := envconfig.Process(envPrefix, &cfg); err != nil {
 		return cfg, err
 	}
@@ -84,7 +100,7 @@ func (c *Config) validate() error {
 		"GATEWAY_CHILD_WRITE_TIMEOUT": c.ChildWriteTimeout, "GATEWAY_CLIENT_TIMEOUT": c.ClientTimeout,
 		"GATEWAY_SSE_KEEP_ALIVE": c.SSEKeepAlive, "GATEWAY_STDIN_GRACE": c.StdinGrace,
 		"GATEWAY_TERM_GRACE": c.TermGrace, "GATEWAY_SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
-		"GATEWAY_SESSION_IDLE_TIMEOUT": c.SessionIdleTimeout, "GATEWAY_QUEUE_TIMEOUT": c.QueueTimeout,
+		"GATEWAY_SESSION_TTL": c.SessionTTL, "GATEWAY_QUEUE_TIMEOUT": c.QueueTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %v", name, d))
@@ -132,10 +148,13 @@ func (c *Config) level() (slog.Level, error) {
 func (c *Config) logger(w io.Writer) *slog.Logger {
 	level, _ := c.level()
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	// Lines logged with a request's context name the request, whichever
+	// package logs them.
+	return slog.New(httpapi.LogContext(h))
 }
 
 const usageHead = `gateway serves a stdio MCP server over HTTP.

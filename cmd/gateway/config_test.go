@@ -84,3 +84,68 @@ func TestValidate(t *testing.T) {
 		t.Errorf("a valid GATEWAY_ERA was refused: %v", err)
 	}
 }
+
+// The key comes from GATEWAY_SECRET or a file, is long enough, and each
+// use gets a key of its own that replicas with the same secret share.
+func TestKeys(t *testing.T) {
+	secret := "a secret that replicas share, at least 32 bytes"
+	file := t.TempDir() + "/secret"
+	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fromEnv, err := loadKeys(Config{Secret: secret})
+	if err != nil || !fromEnv.shared {
+		t.Fatalf("GATEWAY_SECRET: %+v, %v", fromEnv, err)
+	}
+	fromFile, err := loadKeys(Config{SecretFile: file})
+	if err != nil || !bytes.Equal(fromFile.session, fromEnv.session) || !bytes.Equal(fromFile.requestState, fromEnv.requestState) {
+		t.Errorf("GATEWAY_SECRET_FILE with a final newline derives other keys than GATEWAY_SECRET (%v)", err)
+	}
+	if bytes.Equal(fromEnv.session, fromEnv.requestState) || bytes.Contains(fromEnv.session, []byte(secret)) {
+		t.Error("the session key is the requestState key, or the secret itself")
+	}
+	r1, _ := loadKeys(Config{})
+	r2, _ := loadKeys(Config{})
+	if r1.shared || len(r1.session) != 32 || bytes.Equal(r1.session, r2.session) {
+		t.Error("without a secret, each process does not get a random key of its own")
+	}
+	for name, cfg := range map[string]Config{
+		"too short":   {Secret: "short"},
+		"both":        {Secret: secret, SecretFile: file},
+		"no file":     {SecretFile: file + ".missing"},
+		"empty file":  {SecretFile: os.DevNull},
+		"short file":  {SecretFile: writeFile(t, "short\n")},
+		"only spaces": {SecretFile: writeFile(t, "  \n")},
+	} {
+		if _, err := loadKeys(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	f := t.TempDir() + "/f"
+	if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A variable the gateway no longer reads is an error, not silently ignored.
+func TestRetiredSetting(t *testing.T) {
+	t.Setenv("GATEWAY_SESSION_IDLE_TIMEOUT", "30m")
+	if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "GATEWAY_SESSION_TTL") {
+		t.Errorf("loadConfig error %v does not name the replacement", err)
+	}
+}
+
+// The child never sees the key.
+func TestChildEnvironHasNoSecret(t *testing.T) {
+	t.Setenv("GATEWAY_SECRET", "a secret that replicas share, at least 32 bytes")
+	t.Setenv("GATEWAY_OTHER", "kept")
+	env := childEnviron()
+	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GATEWAY_SECRET=") }) || !slices.Contains(env, "GATEWAY_OTHER=kept") {
+		t.Errorf("child environment: %v", env)
+	}
+}

@@ -33,6 +33,7 @@ var (
 	_ bridge.Breaker        = (*stdio.Process)(nil)
 	_ bridge.Bufferer       = (*stdio.Process)(nil)
 	_ bridge.Killer         = (*stdio.Process)(nil)
+	_ bridge.Pider          = (*stdio.Process)(nil)
 	_ bridge.SkippedMessage = (*stdio.TooLongError)(nil)
 )
 
@@ -85,7 +86,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return fmt.Errorf("the child command: %w", err)
 	}
-	return serve(ctx, cfg, argv, log)
+	k, err := loadKeys(cfg)
+	if err != nil {
+		usage(stderr)
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if !k.shared {
+		log.Info("no GATEWAY_SECRET: 2025 sessions and parked calls are valid on this gateway process only")
+	}
+	return serve(ctx, cfg, k, argv, log)
 }
 
 // childCommand picks the child: the words after --, else GATEWAY_COMMAND,
@@ -114,8 +123,8 @@ func childCommand(cfg Config, childArgs []string, log *slog.Logger) ([]string, e
 	return []string{self, "demo"}, nil
 }
 
-func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) error {
-	b := newBridge(cfg, argv, log)
+func serve(ctx context.Context, cfg Config, k keys, argv []string, log *slog.Logger) error {
+	b := newBridge(cfg, k, argv, log)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		b.Close(context.Background())
@@ -123,7 +132,7 @@ func serve(ctx context.Context, cfg Config, argv []string, log *slog.Logger) err
 	}
 	tcp, _ := ln.Addr().(*net.TCPAddr)
 	srv := &http.Server{
-		Handler:           newHandler(cfg, b, tcp != nil && tcp.IP.IsLoopback(), log),
+		Handler:           newHandler(cfg, k, b, tcp != nil && tcp.IP.IsLoopback(), log),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -202,17 +211,22 @@ func drain(b *bridge.Bridge, grace time.Duration, log *slog.Logger) {
 }
 
 // newBridge starts the children: argv, as many as cfg says, supervised.
-func newBridge(cfg Config, argv []string, log *slog.Logger) *bridge.Bridge {
-	start := func(context.Context) (bridge.Transport, error) {
+func newBridge(cfg Config, k keys, argv []string, log *slog.Logger) *bridge.Bridge {
+	start := func(ctx context.Context) (bridge.Transport, error) {
+		clog := log.With("child", argv[0])
+		if w, ok := bridge.WorkerOf(ctx); ok {
+			clog = clog.With("worker", w)
+		}
 		return stdio.Start(stdio.Config{
 			Path:            argv[0],
 			Args:            argv[1:],
+			Env:             childEnviron(),
 			MaxMessageBytes: cfg.MaxMessageBytes,
 			StderrLineBytes: cfg.StderrLineBytes,
 			StdinGrace:      cfg.StdinGrace,
 			TermGrace:       cfg.TermGrace,
 			WriteStall:      cfg.ChildWriteTimeout,
-			Logger:          log.With("child", argv[0]),
+			Logger:          clog,
 		})
 	}
 	return bridge.New(start, bridge.Options{
@@ -230,13 +244,14 @@ func newBridge(cfg Config, argv []string, log *slog.Logger) *bridge.Bridge {
 		QueueTimeout:     cfg.QueueTimeout,
 		MaxListens:       cfg.MaxListens,
 		ClientVersion:    version,
+		StateKey:         k.requestState,
 		Logger:           log,
 	})
 }
 
 // newHandler is the HTTP front door on b. loopback says whether the
 // listener is on a loopback address (see httpapi.Options).
-func newHandler(cfg Config, b *bridge.Bridge, loopback bool, log *slog.Logger) http.Handler {
+func newHandler(cfg Config, k keys, b *bridge.Bridge, loopback bool, log *slog.Logger) http.Handler {
 	return httpapi.New(b, httpapi.Options{
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		KeepAlive:      cfg.SSEKeepAlive,
@@ -245,7 +260,8 @@ func newHandler(cfg Config, b *bridge.Bridge, loopback bool, log *slog.Logger) h
 		Loopback:       loopback,
 		AllowedHosts:   cfg.AllowedHosts,
 		AllowedOrigins: cfg.AllowedOrigins,
+		SessionKey:     k.session,
+		SessionTTL:     cfg.SessionTTL,
 		MaxSessions:    cfg.MaxSessions,
-		SessionIdle:    cfg.SessionIdleTimeout,
 	})
 }

@@ -49,6 +49,7 @@ func (s *server) tools() []tool {
 			schema: object(map[string]any{"wait_cancelled": integer("cancellations to wait for"), "wait_answered": map[string]any{"type": []string{"string", "integer"}, "description": "a request id whose answer to wait for"}, "timeout_ms": integer("the most to wait")}), run: s.received},
 
 		// The conformance suite's fixtures.
+		{name: "meta", description: "Returns the request's _meta as it arrived, and writes a line naming its traceparent to stderr.", schema: noArgs, run: s.meta},
 		{name: "test_simple_text", description: "Returns simple text.", schema: noArgs, run: constant(text("This is a simple text response for testing."))},
 		{name: "test_image_content", description: "Returns an image.", schema: noArgs, run: constant(content(imageContent()))},
 		{name: "test_audio_content", description: "Returns audio.", schema: noArgs, run: constant(content(audioContent()))},
@@ -139,6 +140,26 @@ func (s *server) echo(_ context.Context, _ *request, args json.RawMessage) (any,
 	}
 	_ = json.Unmarshal(args, &a)
 	return text(a.Text), nil
+}
+
+// meta shows what reached the server beside the arguments: trace context
+// and the rest of _meta, on the result and on stderr.
+func (s *server) meta(_ context.Context, r *request, _ json.RawMessage) (any, *rpcError) {
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	_ = json.Unmarshal(r.params, &p)
+	var trace struct {
+		Traceparent string `json:"traceparent"`
+	}
+	_ = json.Unmarshal(p.Meta, &trace)
+	fmt.Fprintf(s.errOut, "demo: meta traceparent=%q\n", trace.Traceparent)
+	if p.Meta == nil {
+		p.Meta = json.RawMessage("null")
+	}
+	res := text(string(p.Meta))
+	res["structuredContent"] = map[string]any{"_meta": p.Meta}
+	return res, nil
 }
 
 func (s *server) big(_ context.Context, _ *request, args json.RawMessage) (any, *rpcError) {

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// minSecretBytes is the shortest GATEWAY_SECRET accepted: the keys derived
+// from it are HMAC-SHA256 keys, which want 32 bytes of entropy.
+const minSecretBytes = 32
+
+// keys are what the gateway signs with. Each use has a key of its own,
+// derived from the one secret, so that nothing one signs (a session id)
+// can ever pass for another (a requestState).
+type keys struct {
+	session      []byte
+	requestState []byte
+	shared       bool // from GATEWAY_SECRET(_FILE), rather than random
+}
+
+// loadKeys derives the keys from GATEWAY_SECRET or GATEWAY_SECRET_FILE;
+// without either, from a random secret that lives as long as the process.
+func loadKeys(cfg Config) (keys, error) {
+	secret, err := readSecret(cfg)
+	if err != nil {
+		return keys{}, err
+	}
+	k := keys{shared: secret != nil}
+	if secret == nil {
+		secret = make([]byte, minSecretBytes)
+		_, _ = rand.Read(secret) // crypto/rand.Read never fails (Go 1.24+)
+	}
+	k.session = derive(secret, "2025 session id")
+	k.requestState = derive(secret, "requestState")
+	return k, nil
+}
+
+func readSecret(cfg Config) ([]byte, error) {
+	secret, from := cfg.Secret, "GATEWAY_SECRET"
+	switch {
+	case cfg.Secret != "" && cfg.SecretFile != "":
+		return nil, errors.New("set GATEWAY_SECRET or GATEWAY_SECRET_FILE, not both")
+	case cfg.SecretFile != "":
+		b, err := os.ReadFile(cfg.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("GATEWAY_SECRET_FILE: %w", err)
+		}
+		// A file written by hand or by kubectl often ends in a newline.
+		secret, from = strings.TrimSpace(string(b)), "GATEWAY_SECRET_FILE "+cfg.SecretFile
+		if secret == "" {
+			return nil, fmt.Errorf("%s is empty", from)
+		}
+	case cfg.Secret == "":
+		return nil, nil
+	}
+	if len(secret) < minSecretBytes {
+		return nil, fmt.Errorf("%s has %d bytes; it needs at least %d (for example: openssl rand -base64 32)", from, len(secret), minSecretBytes)
+	}
+	return []byte(secret), nil
+}
+
+func derive(secret []byte, use string) []byte {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("stdiomcp gateway key: " + use))
+	return mac.Sum(nil)
+}
+
+// childEnviron is the gateway's environment without the secret: the child
+// is another program, and the key is the gateway's alone.
+func childEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "GATEWAY_SECRET" {
+			env = append(env, kv)
+		}
+	}
+	return env
+}

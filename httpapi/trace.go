@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+// W3C trace context (https://www.w3.org/TR/trace-context/): a client's
+// traceparent header goes to the child in the request's
+// _meta.traceparent, where MCP carries it, with tracestate beside it; a
+// request whose _meta has its own keeps it. The trace id goes into the
+// gateway's log lines for the request.
+
+// maxTracestate is the most of tracestate passed on; W3C asks vendors to
+// pass at least 512 characters.
+const maxTracestate = 512
+
+// trace is a request's valid trace context.
+type trace struct {
+	parent string
+	state  string
+}
+
+// traceID is the trace-id field of a valid traceparent.
+func (t trace) traceID() string { return t.parent[3:35] }
+
+// readTrace reads the request's trace context; a missing, repeated or
+// malformed traceparent means none (W3C: start a new trace, which is the
+// child's business).
+func readTrace(h http.Header) (trace, bool) {
+	parents := h.Values("traceparent")
+	if len(parents) != 1 || !validTraceparent(parents[0]) {
+		return trace{}, false
+	}
+	t := trace{parent: parents[0]}
+	if state := strings.Join(h.Values("tracestate"), ","); len(state) <= maxTracestate && printable(state) {
+		t.state = state
+	}
+	return t, true
+}
+
+// validTraceparent checks version-traceid-parentid-flags: lowercase hex
+// of 2, 32, 16 and 2 digits, ids not all zeros, version not ff. A later
+// version may append fields after another dash.
+func validTraceparent(s string) bool {
+	if len(s) < 55 || (len(s) > 55 && (s[:2] == "00" || s[55] != '-')) || s[:2] == "ff" {
+		return false
+	}
+	if s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	return lowerHex(s[:2]) && lowerHex(s[3:35]) && lowerHex(s[36:52]) && lowerHex(s[53:55]) &&
+		strings.Trim(s[3:35], "0") != "" && strings.Trim(s[36:52], "0") != ""
+}
+
+func lowerHex(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func printable(s string) bool {
+	for i := range len(s) {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// meta is the trace context as _meta members for the child.
+func (t trace) meta() []mcp.Member {
+	m := []mcp.Member{{Key: mcp.MetaTraceparent, Value: jsonrpc.Quote(t.parent)}}
+	if t.state != "" {
+		m = append(m, mcp.Member{Key: mcp.MetaTracestate, Value: jsonrpc.Quote(t.state)})
+	}
+	return m
+}
+
+type traceKey struct{}
+
+// withTrace puts the request's trace context in its context, for the call
+// and for every log line of the request.
+func withTrace(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t, ok := readTrace(r.Header); ok {
+			r = r.WithContext(context.WithValue(r.Context(), traceKey{}, t))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func traceOf(ctx context.Context) (trace, bool) {
+	t, ok := ctx.Value(traceKey{}).(trace)
+	return t, ok
+}
+
+// LogContext wraps a log handler so that a line logged with a request's
+// context (the gateway's, and the bridge's for the request's call) says
+// which request: its request_id, and its trace_id when it has a trace.
+func LogContext(h slog.Handler) slog.Handler {
+	if _, ok := h.(requestLog); ok {
+		return h
+	}
+	return requestLog{h}
+}
+
+type requestLog struct{ slog.Handler }
+
+func (l requestLog) Handle(ctx context.Context, r slog.Record) error {
+	if ctx != nil {
+		if id := middleware.GetReqID(ctx); id != "" {
+			r.AddAttrs(slog.String("request_id", id))
+		}
+		if t, ok := traceOf(ctx); ok {
+			r.AddAttrs(slog.String("trace_id", t.traceID()))
+		}
+	}
+	return l.Handler.Handle(ctx, r)
+}
+
+func (l requestLog) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestLog{l.Handler.WithAttrs(attrs)}
+}
+
+func (l requestLog) WithGroup(name string) slog.Handler {
+	return requestLog{l.Handler.WithGroup(name)}
+}
