@@ -245,17 +245,11 @@ func (l *accessLog) read(pipe *os.File, done chan<- struct{}) {
 	}
 }
 
-// mark is how many entries there are now; since(mark) returns the later ones.
+// mark is how many entries there are now; wait looks at the later ones.
 func (l *accessLog) mark() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.entries)
-}
-
-func (l *accessLog) since(mark int) []accessEntry {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]accessEntry(nil), l.entries[mark:]...)
 }
 
 // wait returns the entries after mark once done says they are complete.

@@ -286,151 +286,188 @@ func scaleOutLegacyCloseCancels(t *testing.T, c *cluster) {
 func scaleOutSIGTERM(t *testing.T, c *cluster, modern, legacy *tsDriver) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	short := map[string]any{"duration_ms": 3000, "interval_ms": 100}
-	long := map[string]any{"duration_ms": 120000, "interval_ms": 100}
-	runnerOf := map[string]string{} // call label -> replica that answered
-	owner := map[string]*tsDriver{}
-	start := func(d *tsDriver, l string, args map[string]any) {
-		d.call(t, l, "slow", args, true)
-		served := d.served(t, ctx, l)
-		if served.Status != 200 {
-			t.Fatalf("%s: %s was answered %d", d.name, l, served.Status)
-		}
-		d.wait(t, ctx, "progress of "+l, func(e tsEvent) bool { return e.Label == l && e.Event == "progress" })
-		runnerOf[l], owner[l] = served.servedBy(), d
-	}
-	// Short calls from both clients, spread by round robin.
-	for i := range 3 {
-		start(modern, label("short-modern", i), short)
-		start(legacy, label("short-legacy", i), short)
-	}
-	// The replica to stop runs a 2025 client's call; long calls go out
-	// until one lands there too (round robin: within three).
-	target := runnerOf["short-legacy-0"]
-	var longs []string
-	for i := range 6 {
-		l := label("long-modern", i)
-		start(modern, l, long)
-		longs = append(longs, l)
-		if runnerOf[l] == target {
-			break
-		}
-	}
-	if runnerOf[longs[len(longs)-1]] != target {
-		t.Fatalf("no long call landed on %s: %v", target, runnerOf)
-	}
-	victim := c.replica(t, target)
+	s := &sigtermStep{t: t, ctx: ctx, c: c, runner: map[string]string{}, owner: map[string]*tsDriver{}}
+	s.startInFlight(modern, legacy)
+	victim := c.replica(t, s.target)
 	childPID := demoReceived(t, victim.URL, 0).PID
-	t.Logf("calls by replica: %v; stopping %s", runnerOf, target)
+	t.Logf("calls by replica: %v; stopping %s", s.runner, s.target)
 
 	mark := c.proxy.Log.mark()
 	if err := victim.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	state := victim.Await("not-ready")
-	if !state.Draining || state.InFlight < 1 {
-		t.Fatalf("after SIGTERM the replica reports %+v, want draining with calls in flight", state)
+	if !state.Draining || state.InFlight < 2 {
+		t.Fatalf("after SIGTERM the replica reports %+v, want draining with its calls in flight", state)
+	}
+	// The 2025 client's call there was still running when the drain began.
+	if ends := legacy.find(func(e tsEvent) bool { return e.Label == "short-legacy-2" && e.ended() }); len(ends) > 0 {
+		t.Fatalf("short-legacy-2 ended before the SIGTERM: %+v", ends)
 	}
 
-	// New calls until the replica has exited: every one succeeds, on the
-	// other two. Each is a brief slow call, which paces the loop.
-	brief := map[string]any{"duration_ms": 100, "interval_ms": 50}
-	var fresh []string
-	for i := 0; ; i++ {
-		select {
-		case <-victim.Done:
-		default:
-			if i >= 1000 {
-				t.Fatal("the replica did not exit within 1000 calls")
-			}
-			d := []*tsDriver{modern, legacy}[i%2]
-			l := label("after-"+d.name, i)
-			d.call(t, l, "slow", brief, true)
-			if end := d.outcome(t, ctx, l); end.Event != "result" || end.Text != "done after 2 steps" {
-				t.Errorf("%s: %s ended with %+v, want it done", d.name, l, end)
-			}
-			owner[l] = d
-			fresh = append(fresh, l)
-			continue
-		}
-		break
-	}
+	s.newCallsUntilExit(victim, modern, legacy)
 	if victim.Err != nil {
 		t.Errorf("the stopped replica exited with %v, want a clean exit", victim.Err)
 	}
 	if err := syscall.Kill(childPID, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the stopped replica's child (pid %d) is still there: %v", childPID, err)
 	}
-	for _, l := range fresh {
-		if e := owner[l].served(t, ctx, l); e.servedBy() == target {
-			t.Errorf("%s was answered by the stopped replica: %+v", l, e)
-		}
-	}
-	// The calls in flight: on the stopped replica, the short ones finished
-	// and the long ones ended with the gateway's shutdown error; elsewhere
-	// the short ones finished and the long ones still run, until the test
-	// closes them.
-	for l, runner := range runnerOf {
-		d := owner[l]
-		if strings.HasPrefix(l, "long-") && runner != target {
-			if ends := d.find(func(e tsEvent) bool { return e.Label == l && e.ended() }); len(ends) != 0 {
-				t.Errorf("%s on %s ended with %+v; it should still run", l, runner, ends)
-			}
-			continue
-		}
-		end := d.outcome(t, ctx, l)
-		switch {
-		case strings.HasPrefix(l, "short-") && (end.Event != "result" || end.Text != "done after 30 steps"):
-			t.Errorf("%s on %s ended with %+v, want it finished", l, runner, end)
-		case strings.HasPrefix(l, "long-") && (end.Event != "error" || end.Code != -32005.0 || !strings.Contains(end.Message, "shutting down")):
-			t.Errorf("%s on the stopped replica ended with %+v, want the shutdown error", l, end)
-		}
-	}
-	before := demoState(t, c.without(target))
-	for _, l := range longs {
-		if runnerOf[l] != target {
-			modern.abort(t, l)
-			if end := modern.outcome(t, ctx, l); end.Event != "error" || !strings.Contains(end.Message, "closes the stream") {
-				t.Errorf("%s ended with %+v after the test closed it", l, end)
-			}
-		}
-	}
-	for i, g := range c.without(target).replicas {
-		want := len(before[i].Cancellations)
-		for _, l := range longs {
-			if runnerOf[l] == c.without(target).addrs[i] {
-				want++
-			}
-		}
-		demoReceived(t, g.URL, want)
-	}
+	s.checkInFlight()
+	s.closeLongs(modern)
 
 	// One outcome each.
-	for l, d := range owner {
+	for l, d := range s.owner {
 		if ends := d.find(func(e tsEvent) bool { return e.Label == l && e.ended() }); len(ends) != 1 {
 			t.Errorf("%s has %d outcomes: %+v", l, len(ends), ends)
 		}
 	}
-	// nginx logged every request of this step (the new calls, and the long
-	// ones, which all ended after the SIGTERM), answered none of them with
-	// an error of its own, and met the draining replica: a 503 refusal,
-	// then the next replica.
-	entries := c.proxy.Log.wait(t, ctx, mark, "every request since the SIGTERM", func(es []accessEntry) bool {
-		return len(es) >= len(fresh)+len(longs)
+	s.checkProxyLog(mark)
+}
+
+// sigtermStep keeps the SIGTERM step's calls: who started each (owner),
+// which replica answered it (runner), and the replica to stop (target).
+type sigtermStep struct {
+	t            *testing.T
+	ctx          context.Context
+	c            *cluster
+	runner       map[string]string
+	owner        map[string]*tsDriver
+	longs, fresh []string
+	target       string
+}
+
+// start starts a slow call and waits until it runs (its first progress).
+func (s *sigtermStep) start(d *tsDriver, l string, args map[string]any) {
+	s.t.Helper()
+	d.call(s.t, l, "slow", args, true)
+	served := d.served(s.t, s.ctx, l)
+	if served.Status != 200 {
+		s.t.Fatalf("%s: %s was answered %d", d.name, l, served.Status)
+	}
+	d.wait(s.t, s.ctx, "progress of "+l, func(e tsEvent) bool { return e.Label == l && e.Event == "progress" })
+	s.runner[l], s.owner[l] = served.servedBy(), d
+}
+
+// startInFlight starts short calls (3 s, well within the grace period)
+// from both clients, spread by round robin, and picks the replica that
+// runs the last 2025 one; then long calls (2 min) from the 2026 client
+// until one lands there too (round robin: within three).
+func (s *sigtermStep) startInFlight(modern, legacy *tsDriver) {
+	short := map[string]any{"duration_ms": 3000, "interval_ms": 100}
+	long := map[string]any{"duration_ms": 120000, "interval_ms": 100}
+	for i := range 3 {
+		s.start(modern, label("short-modern", i), short)
+		s.start(legacy, label("short-legacy", i), short)
+	}
+	s.target = s.runner["short-legacy-2"]
+	for i := range 6 {
+		l := label("long-modern", i)
+		s.start(modern, l, long)
+		s.longs = append(s.longs, l)
+		if s.runner[l] == s.target {
+			return
+		}
+	}
+	s.t.Fatalf("no long call landed on %s: %v", s.target, s.runner)
+}
+
+// newCallsUntilExit makes brief calls (which pace the loop), one client
+// after the other, until the stopped replica has exited: every one
+// succeeds, and none on that replica.
+func (s *sigtermStep) newCallsUntilExit(victim *gateway, modern, legacy *tsDriver) {
+	brief := map[string]any{"duration_ms": 100, "interval_ms": 50}
+	for i := 0; ; i++ {
+		select {
+		case <-victim.Done:
+			return
+		default:
+		}
+		if i >= 1000 {
+			s.t.Fatal("the replica did not exit within 1000 calls")
+		}
+		d := []*tsDriver{modern, legacy}[i%2]
+		l := label("after-"+d.name, i)
+		d.call(s.t, l, "slow", brief, true)
+		if end := d.outcome(s.t, s.ctx, l); end.Event != "result" || end.Text != "done after 2 steps" {
+			s.t.Errorf("%s: %s ended with %+v, want it done", d.name, l, end)
+		}
+		if e := d.served(s.t, s.ctx, l); e.servedBy() == s.target {
+			s.t.Errorf("%s was answered by the stopped replica: %+v", l, e)
+		}
+		s.owner[l] = d
+		s.fresh = append(s.fresh, l)
+	}
+}
+
+// checkInFlight checks the calls that ran at the SIGTERM: on the stopped
+// replica the short ones finished and the long one ended with the
+// gateway's shutdown error; elsewhere the short ones finished and the long
+// ones still run.
+func (s *sigtermStep) checkInFlight() {
+	for l, runner := range s.runner {
+		d := s.owner[l]
+		if strings.HasPrefix(l, "long-") && runner != s.target {
+			if ends := d.find(func(e tsEvent) bool { return e.Label == l && e.ended() }); len(ends) != 0 {
+				s.t.Errorf("%s on %s ended with %+v; it should still run", l, runner, ends)
+			}
+			continue
+		}
+		end := d.outcome(s.t, s.ctx, l)
+		switch {
+		case strings.HasPrefix(l, "short-") && (end.Event != "result" || end.Text != "done after 30 steps"):
+			s.t.Errorf("%s on %s ended with %+v, want it finished", l, runner, end)
+		case strings.HasPrefix(l, "long-") && (end.Event != "error" || end.Code != -32005.0 || !strings.Contains(end.Message, "shutting down")):
+			s.t.Errorf("%s on the stopped replica ended with %+v, want the shutdown error", l, end)
+		}
+	}
+}
+
+// closeLongs closes the streams of the long calls still running, and
+// checks that each reached its child as a cancellation.
+func (s *sigtermStep) closeLongs(modern *tsDriver) {
+	rest := s.c.without(s.target)
+	before := demoState(s.t, rest)
+	for _, l := range s.longs {
+		if s.runner[l] == s.target {
+			continue
+		}
+		modern.abort(s.t, l)
+		if end := modern.outcome(s.t, s.ctx, l); end.Event != "error" || !strings.Contains(end.Message, "closes the stream") {
+			s.t.Errorf("%s ended with %+v after the test closed it", l, end)
+		}
+	}
+	for i, g := range rest.replicas {
+		want := len(before[i].Cancellations)
+		for _, l := range s.longs {
+			if s.runner[l] == rest.addrs[i] {
+				want++
+			}
+		}
+		demoReceived(s.t, g.URL, want)
+	}
+}
+
+// checkProxyLog checks nginx's record of every request since mark (the
+// new calls, and the long ones, which all ended after the SIGTERM): none
+// answered with an error of nginx's own, and the draining replica met at
+// least once, its 503 refusal followed by the next replica's answer.
+func (s *sigtermStep) checkProxyLog(mark int) {
+	entries := s.c.proxy.Log.wait(s.t, s.ctx, mark, "every request since the SIGTERM", func(es []accessEntry) bool {
+		return len(es) >= len(s.fresh)+len(s.longs)
 	})
 	retried := 0
 	for _, e := range entries {
 		if status, _ := strconv.Atoi(e.Status); status >= 500 {
-			t.Errorf("nginx answered a client %s: %+v", e.Status, e)
+			s.t.Errorf("nginx answered a client %s: %+v", e.Status, e)
 		}
-		if strings.HasPrefix(e.Upstream, target+", ") && strings.HasPrefix(e.UpstreamStatus, "503, ") {
+		if strings.HasPrefix(e.Upstream, s.target+", ") && strings.HasPrefix(e.UpstreamStatus, "503, ") {
 			retried++
 		}
 	}
-	if len(fresh) < 3 || retried == 0 {
-		t.Errorf("%d calls after SIGTERM, %d refused by the draining replica and retried; want at least 3, and a retry", len(fresh), retried)
+	if len(s.fresh) < 3 || retried == 0 {
+		s.t.Errorf("%d calls after SIGTERM, %d refused by the draining replica and retried; want at least 3, and a retry", len(s.fresh), retried)
 	}
-	t.Logf("%d new calls while the replica drained; nginx met it %d times and retried elsewhere", len(fresh), retried)
+	s.t.Logf("%d new calls while the replica drained; nginx met it %d times and retried elsewhere", len(s.fresh), retried)
 }
 
 // without is the cluster less one replica.
