@@ -58,7 +58,9 @@ func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 				writeError(w, f.status, req.ID, f.err)
 				return
 			}
-			w.Header().Set(mcp.HeaderSession, sid)
+			if sid != "" {
+				w.Header().Set(mcp.HeaderSession, sid)
+			}
 		}
 		writeJSON(w, http.StatusOK, jsonrpc.NewResult(req.ID, []byte("{}")))
 		return
