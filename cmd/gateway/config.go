@@ -164,6 +164,7 @@ Usage:
                                    (or GATEWAY_COMMAND; default: the built-in demo)
   gateway demo [-era legacy|modern|dual]
                                    run the built-in demo MCP server on stdio
+  gateway healthcheck [-timeout d] exit 0 if GET /healthz on GATEWAY_ADDR answers 200
   gateway -h                       this help
 
 Endpoints: POST /mcp (MCP Streamable HTTP), GET /healthz, GET /readyz

@@ -57,6 +57,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		switch args[0] {
 		case "demo":
 			return demo.Run(ctx, args[1:], stdin, stdout, stderr)
+		case "healthcheck":
+			return healthcheck(ctx, args[1:], stderr)
 		case "-h", "-help", "--help", "help":
 			usage(stdout)
 			return nil
