@@ -82,7 +82,39 @@ func TestLegacyChildAsksALegacyClient(t *testing.T) {
 		t.Errorf("Wait = %s, %v", resp, err)
 	}
 	// A second answer to the same question is dropped, not delivered.
-	w.b.Respond(context.Background(), answer)
+	if err := w.b.Respond(context.Background(), answer); err != nil {
+		t.Errorf("a second answer: %v", err)
+	}
+}
+
+// An answer that reaches another gateway process than the one whose child
+// asked (a balancer's doing) is refused, saying so, and the question stays
+// open for the answer where it was asked.
+func TestAnswerElsewhereIsRefused(t *testing.T) {
+	t.Parallel()
+	a := newWorld(t, legacy(), autoReply{initialize: true})
+	b := newWorld(t, legacy(), autoReply{initialize: true})
+	child := a.child()
+	c, err := callOn(a.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"child-q","method":"sampling/createMessage","params":{"maxTokens":5}}`)
+	q := nextNote(t, c)
+	answer, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + string(q.ID) + `,"result":{"role":"assistant","content":{"type":"text","text":"hi"}}}`))
+	err = b.b.Respond(context.Background(), answer)
+	var e *jsonrpc.Error
+	if !errors.As(err, &e) || !strings.Contains(string(e.Data), `"reason":"answered_elsewhere"`) {
+		t.Fatalf("an answer on another process: %v", err)
+	}
+	if err := a.b.Respond(context.Background(), answer); err != nil {
+		t.Fatal(err)
+	}
+	if got := child.next(); string(got.ID) != `"child-q"` {
+		t.Errorf("child got %s, want the answer", got.Raw)
+	}
+	c.Cancel("done")
 }
 
 // Questions the gateway cannot route are refused at once.
@@ -500,7 +532,7 @@ func TestParkedCallResumesOnlyWhereItWaits(t *testing.T) {
 	retry := `{"jsonrpc":"2.0","id":"second","method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"` + state + `"}}`
 	_, err := callOn(b.b, context.Background(), request(t, retry), modernAsker)
 	var e *jsonrpc.Error
-	if !errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidParams || !strings.Contains(string(e.Data), `"reason":"parked_elsewhere"`) || !strings.Contains(e.Message, "another gateway replica") {
+	if !errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidParams || !strings.Contains(string(e.Data), `"reason":"parked_elsewhere"`) || !strings.Contains(e.Message, "another gateway process") {
 		t.Fatalf("a retry on another replica: %v (data %s)", err, dataOf(e))
 	}
 	_, err = callOn(c.b, context.Background(), request(t, retry), modernAsker)

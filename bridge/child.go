@@ -247,10 +247,10 @@ func (ch *child) toChild(ctx context.Context, line []byte, method string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ch.b.opts.CancelTimeout)
 	defer cancel()
 	if err := ch.t.WriteMessage(ctx, line); err != nil {
-		ch.log.Warn("could not answer the child's request", "method", method, "err", err)
+		ch.log.WarnContext(ctx, "could not answer the child's request", "method", method, "err", err)
 		return
 	}
-	ch.log.Debug("answered the child's request", "method", method)
+	ch.log.DebugContext(ctx, "answered the child's request", "method", method)
 }
 
 // refuseChild answers one of the child's requests with an error, without

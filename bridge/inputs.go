@@ -60,7 +60,7 @@ func (c *call) askForInputs(ex *exchange, m *jsonrpc.Message) {
 				Message: fmt.Sprintf("the server needs %s from the client, which cannot take a stream to be asked", r.Method)})
 			return
 		}
-		a := &ask{id: newAskID(), method: r.Method, params: r.Params, call: c, key: r.Key}
+		a := &ask{id: c.b.q.newAskID(), method: r.Method, params: r.Params, call: c, key: r.Key}
 		in.waiting[a.id] = a
 		asks = append(asks, a)
 	}

@@ -149,7 +149,7 @@ func (q *questions) stateOf(req *mcp.Request) (id int64, round int, ours bool, e
 	tampered := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState failed its integrity check: it was altered, or signed by a gateway with another key " +
 		"(a replica without the same GATEWAY_SECRET, or this one before a restart); send the request again without requestState"}
 	body64, mac64, ok := strings.Cut(strings.TrimPrefix(state, statePrefix), ".")
-	enc := base64.RawURLEncoding
+	enc := base64.RawURLEncoding.Strict() // no other spelling of the same bytes passes
 	body, err1 := enc.DecodeString(body64)
 	sum, err2 := enc.DecodeString(mac64)
 	if !ok || err1 != nil || err2 != nil || !hmac.Equal(sum, q.sign(body)) {
@@ -161,8 +161,9 @@ func (q *questions) stateOf(req *mcp.Request) (id int64, round int, ours bool, e
 	}
 	if parts[0] != q.instance {
 		return 0, 0, true, jsonrpc.GatewayError(jsonrpc.CodeInvalidParams, "parked_elsewhere",
-			"requestState continues a call that waits on another gateway replica ("+parts[0]+"), not this one ("+q.instance+"): "+
-				"a call parked for its client's input resumes only where it was parked, so route retries to the same replica (session affinity), or send the request again without requestState")
+			"requestState continues a call parked by another gateway process ("+parts[0]+"), not this one ("+q.instance+"): "+
+				"another replica, where the call waits, or this replica before a restart, which lost it. "+
+				"A call parked for its client's input resumes only where it was parked: route retries to the same replica (session affinity), or send the request again without requestState")
 	}
 	id, perr := strconv.ParseInt(parts[1], 10, 64)
 	round, rerr := strconv.Atoi(parts[2])

@@ -186,12 +186,22 @@ func (b *Bridge) Notify(ctx context.Context, n *jsonrpc.Message) error {
 }
 
 // Respond takes a client's answer to a question the gateway relayed on one
-// of its calls' streams. An answer nobody waits for (the call has ended) is
-// dropped.
-func (b *Bridge) Respond(ctx context.Context, m *jsonrpc.Message) {
-	if !b.q.respond(ctx, m) {
-		b.log.Debug("dropped an answer to no waiting question", "id", string(m.ID))
+// of its calls' streams. An answer nobody waits for here is dropped: the
+// call has ended, or the question is another gateway process's, which is
+// an error the client is told of (a balancer sent the answer to another
+// replica than the one whose child asked).
+func (b *Bridge) Respond(ctx context.Context, m *jsonrpc.Message) error {
+	if b.q.respond(ctx, m) {
+		return nil
 	}
+	if inst := askedBy(m.ID); inst != "" && inst != b.q.instance {
+		b.log.WarnContext(ctx, "an answer to a question another gateway process asked; refused", "id", string(m.ID), "asked_by", inst)
+		return jsonrpc.GatewayError(jsonrpc.CodeInvalidParams, "answered_elsewhere",
+			"this answers a question that another gateway process ("+inst+") asked, not this one ("+b.q.instance+"): "+
+				"the call waits there, so send a session's requests to one replica (affinity on Mcp-Session-Id)")
+	}
+	b.log.DebugContext(ctx, "dropped an answer to no waiting question", "id", string(m.ID))
+	return nil
 }
 
 // ToolHeaders reads the x-mcp-header annotations of a tool from a ready

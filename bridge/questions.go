@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,10 +70,29 @@ type ask struct {
 	call *call
 }
 
-func newAskID() string {
+func (q *questions) newAskID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return strconv.Quote("gw-" + hex.EncodeToString(b[:]))
+	return strconv.Quote(askPrefix + q.instance + "." + hex.EncodeToString(b[:]))
+}
+
+// askPrefix starts the id of every question the gateway asks a client,
+// followed by the instance that asked it: an answer that reaches another
+// replica is told where it belongs.
+const askPrefix = "gw-"
+
+// askedBy is the instance that asked the question an answer's id names,
+// or "" when the id is none of the gateway's.
+func askedBy(id []byte) string {
+	var s string
+	if json.Unmarshal(id, &s) != nil || !strings.HasPrefix(s, askPrefix) {
+		return ""
+	}
+	inst, _, ok := strings.Cut(strings.TrimPrefix(s, askPrefix), ".")
+	if !ok {
+		return ""
+	}
+	return inst
 }
 
 // request is the ask as the client receives it.
@@ -120,7 +141,7 @@ func (ch *child) question(m *jsonrpc.Message) {
 		return
 	}
 	ex.asked.Store(true)
-	a := &ask{id: newAskID(), method: m.Method, params: m.Params, ex: ex, childID: m.ID, key: inputKey(m.ID)}
+	a := &ask{id: ch.b.q.newAskID(), method: m.Method, params: m.Params, ex: ex, childID: m.ID, key: inputKey(m.ID)}
 	r := ch.b.q.route(ex, a, capability)
 	if r.due {
 		ch.due = append(ch.due, ex)

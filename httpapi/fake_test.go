@@ -99,7 +99,10 @@ func (f *fakeBackend) ToolHeaders(ctx context.Context, tool string) ([]mcp.Param
 	return f.params[tool], nil
 }
 
-func (f *fakeBackend) Respond(ctx context.Context, answer *jsonrpc.Message) { f.notified <- answer }
+func (f *fakeBackend) Respond(ctx context.Context, answer *jsonrpc.Message) error {
+	f.notified <- answer
+	return nil
+}
 
 func (f *fakeBackend) next(t *testing.T) *fakeCall {
 	t.Helper()

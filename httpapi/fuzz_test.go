@@ -36,9 +36,9 @@ func (answeringBackend) Call(ctx context.Context, req *mcp.Request, caller bridg
 	c.wake <- struct{}{}
 	return c, nil
 }
-func (answeringBackend) Notify(context.Context, *jsonrpc.Message) error { return nil }
-func (answeringBackend) Respond(context.Context, *jsonrpc.Message)      {}
-func (answeringBackend) Status() bridge.Status                          { return bridge.Status{Ready: true} }
+func (answeringBackend) Notify(context.Context, *jsonrpc.Message) error  { return nil }
+func (answeringBackend) Respond(context.Context, *jsonrpc.Message) error { return nil }
+func (answeringBackend) Status() bridge.Status                           { return bridge.Status{Ready: true} }
 func (answeringBackend) Await(context.Context, func(bridge.Status) bool) (bridge.Status, error) {
 	return bridge.Status{Ready: true}, nil
 }

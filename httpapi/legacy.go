@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -86,7 +87,13 @@ func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []by
 	}
 	s, err := h.sessions.open(sid)
 	if err != nil {
-		h.log.DebugContext(r.Context(), "refused a session id", "err", err)
+		if errors.Is(err, errForeignSession) && h.sessions.shouldWarn(time.Now()) {
+			// Replicas whose secrets differ refuse each other's sessions:
+			// say so where an operator looks, once a minute at most.
+			h.log.WarnContext(r.Context(), "refused a session id this gateway did not sign; if replicas serve the same clients, check that they share GATEWAY_SECRET (logged once a minute)", "err", err)
+		} else {
+			h.log.DebugContext(r.Context(), "refused a session id", "err", err)
+		}
 		writeError(w, http.StatusNotFound, id, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "session_not_found",
 			"unknown session: "+err.Error()+"; send initialize again"))
 		return nil, false
@@ -109,8 +116,8 @@ func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.sessions.end(sid); err != nil {
-		if errors.Is(err, errTooManySessions.err) {
-			writeError(w, errTooManySessions.status, nil, errTooManySessions.err)
+		if errors.Is(err, errTooManyEnded.err) {
+			writeError(w, errTooManyEnded.status, nil, errTooManyEnded.err)
 			return
 		}
 		writeError(w, http.StatusNotFound, nil, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "session_not_found",

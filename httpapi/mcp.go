@@ -90,7 +90,7 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 			Message: fmt.Sprintf("the request body did not arrive within %v", h.opts.ClientTimeout)})
 	default:
 		// The client went away mid-body; there is no one to answer.
-		h.log.Debug("reading request body", "err", err)
+		h.log.DebugContext(r.Context(), "reading request body", "err", err)
 	}
 	return nil, false
 }
@@ -106,7 +106,11 @@ func (h *handlers) answer(w http.ResponseWriter, r *http.Request, msg *jsonrpc.M
 	if _, ok := h.legacySession(w, r, msg.ID); !ok {
 		return
 	}
-	h.b.Respond(r.Context(), msg)
+	if err := h.b.Respond(r.Context(), msg); err != nil {
+		e := asRPCError(err)
+		writeError(w, statusFor(e.Code), nil, e)
+		return
+	}
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -151,7 +155,9 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 	// A request that carries a trace context of its own keeps it whole:
 	// a tracestate belongs to its traceparent.
 	if tr, ok := traceOf(r.Context()); ok {
-		if _, own := req.Meta(mcp.MetaTraceparent); !own {
+		_, ownParent := req.Meta(mcp.MetaTraceparent)
+		_, ownState := req.Meta(mcp.MetaTracestate)
+		if !ownParent && !ownState {
 			caller.Meta = tr.meta()
 		}
 	}

@@ -23,7 +23,7 @@ func (h *handlers) checkParamHeaders(r *http.Request, req *mcp.Request) *rpcFail
 	if err != nil {
 		// Unchecked headers may have routed the request somewhere its body
 		// does not go: without the list, the call is refused.
-		h.log.Warn("cannot check Mcp-Param headers: the tool list is unavailable", "tool", tool, "err", err)
+		h.log.WarnContext(r.Context(), "cannot check Mcp-Param headers: the tool list is unavailable", "tool", tool, "err", err)
 		return &rpcFailure{http.StatusServiceUnavailable, jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable",
 			fmt.Sprintf("the child's tool list could not be read, so the Mcp-Param headers cannot be checked: %v", err))}
 	}

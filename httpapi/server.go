@@ -26,7 +26,7 @@ import (
 type Backend interface {
 	Call(ctx context.Context, req *mcp.Request, caller bridge.Caller) (bridge.Call, error)
 	Notify(ctx context.Context, n *jsonrpc.Message) error
-	Respond(ctx context.Context, answer *jsonrpc.Message)
+	Respond(ctx context.Context, answer *jsonrpc.Message) error
 	ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error)
 	Status() bridge.Status
 	Await(ctx context.Context, cond func(bridge.Status) bool) (bridge.Status, error)
@@ -86,7 +86,7 @@ func New(b Backend, opts Options) http.Handler {
 	opts.defaults()
 	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.SessionKey, opts.SessionTTL, opts.MaxSessions)}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, withTrace, accessLog(opts.Logger), middleware.Recoverer)
+	r.Use(plainRequestID, middleware.RequestID, withTrace, accessLog(opts.Logger), middleware.Recoverer)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts

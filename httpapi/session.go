@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stdiomcp/gateway/bridge"
@@ -20,25 +21,29 @@ import (
 //
 // What cannot travel in the id is local to the replica that holds it, in
 // a record: the session's calls in flight here (so its
-// notifications/cancelled can name them), a log level set here, and the
-// end of a session that its client ended here with DELETE. Records are
-// bounded by max: the cap is on the sessions a replica holds something
+// notifications/cancelled can name them) and a log level set here. A
+// record without a call in flight may make room for another. The end of a
+// session that its client ended here with DELETE is kept apart, until the
+// id expires, and never makes room: an ended session must stay ended. Both
+// are bounded by max: the cap is on the sessions a replica holds something
 // for, which is what costs memory.
 type sessions struct {
 	key []byte
 	ttl time.Duration
 	max int
 
+	warned atomic.Int64 // when a foreign id was last logged at warn, Unix seconds
+
 	mu      sync.Mutex
-	records map[string]*record // by nonce
+	records map[string]*record   // by nonce
+	ended   map[string]time.Time // sessions ended here by DELETE, by nonce, with their expiry
 }
 
 // record is what one replica holds for a session. Guarded by sessions.mu.
 type record struct {
 	calls    map[string]bridge.Call // in flight here, by the client's raw request id
 	holds    int                    // calls being set up here
-	logLevel string                 // set here by logging/setLevel, over the id's
-	ended    bool                   // ended here by DELETE
+	logLevel string                 // set here by logging/setLevel, for an id that carries none
 	expires  time.Time              // the session's expiry: the record is useless after it
 	used     time.Time
 }
@@ -53,7 +58,7 @@ type session struct {
 }
 
 func newSessions(key []byte, ttl time.Duration, max int) *sessions {
-	return &sessions{key: key, ttl: ttl, max: max, records: map[string]*record{}}
+	return &sessions{key: key, ttl: ttl, max: max, records: map[string]*record{}, ended: map[string]time.Time{}}
 }
 
 // create starts a session for a legacy client's initialize: a fresh id
@@ -82,17 +87,19 @@ func (ss *sessions) open(id string) (*session, error) {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if rec := ss.records[c.nonce]; rec != nil && rec.ended {
-		return nil, errors.New("the session was ended by its client")
+	if _, ended := ss.ended[c.nonce]; ended {
+		return nil, errSessionEnded
 	}
 	return &session{ss: ss, claims: c}, nil
 }
 
-// recordLocked returns the session's record, making one when asked to. A
+var errSessionEnded = errors.New("the session was ended by its client")
+
+// recordLocked returns the session's record, making one if need be. A
 // full table makes room by forgetting the record used longest ago that
 // has no call in flight; when every record has one, there is no room.
-func (ss *sessions) recordLocked(c claims, create bool) *record {
-	if rec := ss.records[c.nonce]; rec != nil || !create {
+func (ss *sessions) recordLocked(c claims) *record {
+	if rec := ss.records[c.nonce]; rec != nil {
 		return rec
 	}
 	now := time.Now()
@@ -121,9 +128,16 @@ func (ss *sessions) recordLocked(c claims, create bool) *record {
 
 // dropLocked forgets a record that holds nothing any more.
 func (ss *sessions) dropLocked(nonce string, rec *record) {
-	if !rec.busy() && rec.logLevel == "" && !rec.ended {
+	if !rec.busy() && rec.logLevel == "" {
 		delete(ss.records, nonce)
 	}
+}
+
+// shouldWarn reports whether a foreign session id seen now is logged at
+// warn: at most once a minute.
+func (ss *sessions) shouldWarn(now time.Time) bool {
+	last := ss.warned.Load()
+	return now.Unix()-last >= 60 && ss.warned.CompareAndSwap(last, now.Unix())
 }
 
 // live is the number of sessions this replica holds a record for.
@@ -147,29 +161,47 @@ func (ss *sessions) end(id string) error {
 		return err
 	}
 	ss.mu.Lock()
-	rec := ss.recordLocked(s.claims, true)
+	if len(ss.ended) >= ss.max {
+		now := time.Now()
+		for nonce, exp := range ss.ended {
+			if !now.Before(exp) {
+				delete(ss.ended, nonce) // the id is refused anyway
+			}
+		}
+	}
+	if len(ss.ended) >= ss.max {
+		ss.mu.Unlock()
+		return errTooManyEnded.err
+	}
+	ss.ended[s.claims.nonce] = s.claims.expires
 	var calls map[string]bridge.Call
-	if rec != nil {
+	if rec := ss.records[s.claims.nonce]; rec != nil {
 		calls, rec.calls = rec.calls, map[string]bridge.Call{}
-		rec.ended = true
+		rec.logLevel = ""
+		ss.dropLocked(s.claims.nonce, rec)
 	}
 	ss.mu.Unlock()
 	for _, c := range calls {
 		c.Cancel("session ended by the client")
 	}
-	if rec == nil {
-		return errTooManySessions.err
-	}
 	return nil
 }
 
+var errTooManyEnded = &rpcFailure{http.StatusServiceUnavailable, jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded",
+	"too many sessions ended on this gateway that have not expired yet; try again later")}
+
 func (s *session) caller(r *http.Request) bridge.Caller {
+	// An id that carries a level comes from a client that takes the id
+	// each setLevel answers with: it holds the client's latest level. An
+	// id without one takes the level set on this replica, if any.
 	level := s.claims.logLevel
-	s.ss.mu.Lock()
-	if rec := s.ss.recordLocked(s.claims, false); rec != nil && rec.logLevel != "" {
-		level = rec.logLevel
+	if level == "" {
+		s.ss.mu.Lock()
+		if rec := s.ss.records[s.claims.nonce]; rec != nil {
+			level = rec.logLevel
+		}
+		s.ss.mu.Unlock()
 	}
-	s.ss.mu.Unlock()
 	return bridge.Caller{Capabilities: s.claims.caps, ClientInfo: s.claims.info, LogLevel: level,
 		CanStream: accepts(r.Header.Get("Accept"), "text/event-stream")}
 }
@@ -180,7 +212,7 @@ func (s *session) caller(r *http.Request) bridge.Caller {
 // when the level does not fit in one.
 func (s *session) setLogLevel(level string) (string, *rpcFailure) {
 	s.ss.mu.Lock()
-	rec := s.ss.recordLocked(s.claims, true)
+	rec := s.ss.recordLocked(s.claims)
 	if rec != nil {
 		rec.logLevel = level
 		rec.used = time.Now()
@@ -204,7 +236,11 @@ func (s *session) setLogLevel(level string) (string, *rpcFailure) {
 func (s *session) hold() (*tracker, *rpcFailure) {
 	s.ss.mu.Lock()
 	defer s.ss.mu.Unlock()
-	rec := s.ss.recordLocked(s.claims, true)
+	if _, ended := s.ss.ended[s.claims.nonce]; ended {
+		return nil, &rpcFailure{http.StatusNotFound, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "session_not_found",
+			"unknown session: "+errSessionEnded.Error()+"; send initialize again")}
+	}
+	rec := s.ss.recordLocked(s.claims)
 	if rec == nil {
 		return nil, errTooManySessions
 	}
@@ -226,7 +262,7 @@ type tracker struct {
 func (t *tracker) track(clientID []byte, c bridge.Call) {
 	ss := t.s.ss
 	ss.mu.Lock()
-	ended := t.rec.ended
+	_, ended := ss.ended[t.s.claims.nonce]
 	if !ended {
 		t.key, t.c = string(clientID), c
 		t.rec.calls[t.key] = c
@@ -263,7 +299,7 @@ func (s *session) cancel(n *mcp.Request) {
 	reason, _ := n.String(mcp.ParamReason)
 	s.ss.mu.Lock()
 	var c bridge.Call
-	if rec := s.ss.recordLocked(s.claims, false); rec != nil {
+	if rec := s.ss.records[s.claims.nonce]; rec != nil {
 		c = rec.calls[string(id)]
 	}
 	s.ss.mu.Unlock()

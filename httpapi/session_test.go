@@ -327,3 +327,91 @@ func TestSessionRecordsAreBounded(t *testing.T) {
 		t.Errorf("level %q, want the one set here", got)
 	}
 }
+
+// No other spelling of an id passes: base64's last character has unused
+// bits, and they count.
+func TestSessionIDHasOneSpelling(t *testing.T) {
+	t.Parallel()
+	key := []byte("a key for the session tests, 32+")
+	ss := newSessions(key, time.Hour, 10)
+	sid, f := ss.create("2025-11-25", []byte(`{}`), nil)
+	if f != nil {
+		t.Fatal(f.err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	body := strings.LastIndexByte(sid, '.') - 1
+	for _, at := range []int{len(sid) - 1, body} {
+		for _, c := range alphabet {
+			other := sid[:at] + string(c) + sid[at+1:]
+			if other == sid {
+				continue
+			}
+			if _, err := ss.open(other); err == nil {
+				t.Errorf("%q opened as well as %q", other, sid)
+			}
+		}
+	}
+}
+
+// An end is never forgotten to make room, and an id that carries a log
+// level (one a setLevel answered with) holds the client's latest.
+func TestSessionEndsAreKept(t *testing.T) {
+	t.Parallel()
+	key := []byte("a key for the session tests, 32+")
+	ss := newSessions(key, time.Hour, 2)
+	mint := func() (string, *session) {
+		sid, f := ss.create("2025-11-25", nil, nil)
+		if f != nil {
+			t.Fatal(f.err)
+		}
+		s, err := ss.open(sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sid, s
+	}
+	a, _ := mint()
+	if err := ss.end(a); err != nil {
+		t.Fatal(err)
+	}
+	_, b := mint()
+	_, c := mint()
+	for _, s := range []*session{b, c} {
+		if _, f := s.setLogLevel("debug"); f != nil {
+			t.Fatal(f.err)
+		}
+		tr, f := s.hold()
+		if f != nil {
+			t.Fatal(f.err)
+		}
+		tr.release()
+	}
+	if _, err := ss.open(a); err == nil {
+		t.Fatal("an ended session was served again once others needed room")
+	}
+	d, _ := mint()
+	if err := ss.end(d); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := mint()
+	if err := ss.end(e); err == nil || err != errTooManyEnded.err {
+		t.Errorf("a full table of ends took another: %v", err)
+	}
+
+	// Levels: the id's beats the one a replica keeps.
+	_, s := mint()
+	debugID, _ := s.setLogLevel("debug")
+	s2, err := ss.open(debugID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errorID, _ := s2.setLogLevel("error") // on another replica, say
+	s3, _ := ss.open(errorID)
+	req := httptest.NewRequest("POST", "/mcp", nil)
+	if got := s3.caller(req).LogLevel; got != "error" {
+		t.Errorf("the id's level lost to the replica's: %q", got)
+	}
+	if got := s.caller(req).LogLevel; got != "error" {
+		t.Errorf("an id without a level takes the replica's latest: got %q", got)
+	}
+}

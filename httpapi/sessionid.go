@@ -44,7 +44,11 @@ type claims struct {
 
 // errSessionTooBig refuses an initialize whose capabilities cannot fit in
 // a session id.
-var errSessionTooBig = errors.New("the client's capabilities are too large to keep in a session id")
+var errSessionTooBig = errors.New("the initialize request's capabilities and clientInfo are too large to keep in a session id")
+
+// maxClaims is about what JSON a session id holds, after base64 and the
+// signature.
+const maxClaims = (maxSessionID - len(sessionPrefix) - 44) * 3 / 4
 
 func newNonce() (string, error) {
 	var raw [16]byte
@@ -65,7 +69,7 @@ func seal(key []byte, c claims) (string, error) {
 		id = sealed(key, c)
 	}
 	if len(id) > maxSessionID {
-		return "", fmt.Errorf("%w (%d bytes of capabilities and clientInfo; a session id holds at most %d)", errSessionTooBig, len(c.caps)+len(c.info), maxSessionID)
+		return "", fmt.Errorf("%w: %d bytes of capabilities and %d of clientInfo (cut to its name and version), where a session id holds about %d bytes of JSON", errSessionTooBig, len(c.caps), len(c.info), maxClaims)
 	}
 	return id, nil
 }
@@ -120,6 +124,8 @@ func nameAndVersion(info []byte) []byte {
 	return b.Bytes()
 }
 
+var strict = base64.RawURLEncoding.Strict()
+
 // errForeignSession is a session id this gateway did not sign: altered,
 // made up, or signed with another key.
 var errForeignSession = errors.New("the session id is not one this gateway issued (altered, or signed with another GATEWAY_SECRET)")
@@ -132,11 +138,13 @@ func open(key []byte, id string) (claims, error) {
 		return claims{}, errForeignSession
 	}
 	body, mac64 := id[:i], id[i+1:]
-	sum, err := base64.RawURLEncoding.DecodeString(mac64)
+	// Strict: the unused low bits of the last character count too, so
+	// that no other spelling of the same bytes passes.
+	sum, err := strict.DecodeString(mac64)
 	if err != nil || !hmac.Equal(sum, sign(key, body)) {
 		return claims{}, errForeignSession
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(body, sessionPrefix))
+	raw, err := strict.DecodeString(strings.TrimPrefix(body, sessionPrefix))
 	if err != nil {
 		return claims{}, errForeignSession
 	}

@@ -87,6 +87,31 @@ func (t trace) meta() []mcp.Member {
 	return m
 }
 
+// plainRequestID drops a client's X-Request-Id that is not a short token,
+// so that a new one is made: the id goes on every log line of the request,
+// where a long or odd one does not belong.
+func plainRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get(middleware.RequestIDHeader); id != "" && !plainToken(id) {
+			r.Header.Del(middleware.RequestIDHeader)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func plainToken(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '+' || c == '=') {
+			return false
+		}
+	}
+	return true
+}
+
 type traceKey struct{}
 
 // withTrace puts the request's trace context in its context, for the call

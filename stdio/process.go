@@ -210,7 +210,7 @@ func (p *Process) Close() error {
 // no longer reads or answers, then cleans up as Close does.
 func (p *Process) Kill() error {
 	if !p.closing.Load() {
-		p.log.Warn("killing the child", "pid", p.pid)
+		p.log.Warn("killing the child")
 		if err := signalGroup(p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			p.log.Warn("SIGKILL", "err", err)
 		}

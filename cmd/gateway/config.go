@@ -100,7 +100,7 @@ func (c *Config) validate() error {
 		"GATEWAY_CHILD_WRITE_TIMEOUT": c.ChildWriteTimeout, "GATEWAY_CLIENT_TIMEOUT": c.ClientTimeout,
 		"GATEWAY_SSE_KEEP_ALIVE": c.SSEKeepAlive, "GATEWAY_STDIN_GRACE": c.StdinGrace,
 		"GATEWAY_TERM_GRACE": c.TermGrace, "GATEWAY_SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
-		"GATEWAY_SESSION_TTL": c.SessionTTL, "GATEWAY_QUEUE_TIMEOUT": c.QueueTimeout,
+		"GATEWAY_QUEUE_TIMEOUT": c.QueueTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %v", name, d))
@@ -115,6 +115,9 @@ func (c *Config) validate() error {
 		if n <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))
 		}
+	}
+	if c.SessionTTL < time.Second {
+		errs = append(errs, fmt.Errorf("GATEWAY_SESSION_TTL must be at least 1s (a session id's expiry counts in seconds), not %v", c.SessionTTL))
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("GATEWAY_SHUTDOWN_GRACE must not be negative, not %v", c.ShutdownGrace))

@@ -95,6 +95,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if !k.shared {
 		log.Info("no GATEWAY_SECRET: 2025 sessions and parked calls are valid on this gateway process only")
+	} else if err := hideEnviron(); err != nil {
+		log.Warn("cannot hide the gateway's environment from processes of its user; a child could read GATEWAY_SECRET there", "err", err)
 	}
 	return serve(ctx, cfg, k, argv, log)
 }

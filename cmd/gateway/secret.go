@@ -41,7 +41,9 @@ func loadKeys(cfg Config) (keys, error) {
 }
 
 func readSecret(cfg Config) ([]byte, error) {
-	secret, from := cfg.Secret, "GATEWAY_SECRET"
+	// A value pasted or mounted from a file often ends in a newline; the
+	// same secret given either way must make the same keys.
+	secret, from := strings.TrimSpace(cfg.Secret), "GATEWAY_SECRET"
 	switch {
 	case cfg.Secret != "" && cfg.SecretFile != "":
 		return nil, errors.New("set GATEWAY_SECRET or GATEWAY_SECRET_FILE, not both")
@@ -55,7 +57,7 @@ func readSecret(cfg Config) ([]byte, error) {
 		if secret == "" {
 			return nil, fmt.Errorf("%s is empty", from)
 		}
-	case cfg.Secret == "":
+	case secret == "":
 		return nil, nil
 	}
 	if len(secret) < minSecretBytes {
@@ -70,13 +72,15 @@ func derive(secret []byte, use string) []byte {
 	return mac.Sum(nil)
 }
 
-// childEnviron is the gateway's environment without the secret: the child
-// is another program, and the key is the gateway's alone.
+// childEnviron is the gateway's environment without the secret or where
+// it lies: the child is another program, and the key is the gateway's
+// alone. (A child running as the gateway's user can still read a secret
+// file; see hideEnviron for the gateway's own environment.)
 func childEnviron() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if name != "GATEWAY_SECRET" {
+		if name != "GATEWAY_SECRET" && name != "GATEWAY_SECRET_FILE" {
 			env = append(env, kv)
 		}
 	}
