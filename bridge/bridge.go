@@ -107,6 +107,9 @@ type Options struct {
 	// OnInternalError is told when the bridge finds one of its own
 	// invariants broken (a call ended twice, say). nil: logged at Error.
 	OnInternalError func(error)
+	// Observer is told how calls end, what becomes of progress, and each
+	// line a child writes, for metrics. nil: nobody is told.
+	Observer Observer
 }
 
 func (o *Options) defaults() {
@@ -144,6 +147,9 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Observer == nil {
+		o.Observer = noObserver{}
 	}
 }
 
@@ -234,9 +240,10 @@ type Status struct {
 
 // WorkerStatus is one worker at a moment.
 type WorkerStatus struct {
-	Ready    bool // its child's handshake is done and it serves
-	Era      Era  // its child's era; "" before the handshake
-	InFlight int  // calls holding its slots, parked ones included
+	Ready    bool   // its child's handshake is done and it serves
+	Era      Era    // its child's era; "" before the handshake
+	InFlight int    // calls holding its slots, parked ones included
+	Restarts uint64 // children it started after its first
 }
 
 // ReadyWorkers counts the workers whose child serves.
@@ -255,7 +262,7 @@ func (b *Bridge) Status() Status {
 	st := Status{Stats: b.Stats()}
 	for _, w := range b.workers {
 		ready, _ := w.status()
-		ws := WorkerStatus{Ready: ready}
+		ws := WorkerStatus{Ready: ready, Restarts: w.restarts.Load()}
 		if ch := w.current(); ch != nil {
 			ws.Era = ch.eraNow()
 		}
@@ -318,6 +325,7 @@ func (b *Bridge) WaitReady(ctx context.Context) error {
 type Stats struct {
 	InFlight       int    // calls holding a worker's slot, parked ones included
 	Queued         int    // calls waiting for a free worker
+	Listens        int    // listens open, across workers
 	Pending        int    // requests of clients waiting for a child (parked ones and listens included)
 	LateResponses  uint64 // responses dropped because their call had ended
 	Unknown        uint64 // responses for ids the bridge never sent
@@ -339,6 +347,7 @@ func (b *Bridge) Stats() Stats {
 		st.InFlight += w.active
 	}
 	st.Queued = b.waiting
+	st.Listens = b.listens
 	return st
 }
 

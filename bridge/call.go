@@ -260,6 +260,11 @@ func (c *call) deliver(resp []byte, err error) {
 	if onEnd != nil {
 		onEnd(c)
 	}
+	if !c.internal() && c.method != mcp.MethodListen {
+		// Before the owner can see the end, so that a client that has its
+		// answer finds it counted.
+		c.b.opts.Observer.CallEnded(endingOf(err, c.box.childError()))
+	}
 	if !c.box.finish(resp, err) {
 		c.b.bug(fmt.Errorf("the call for client id %s (%s) ended twice; the second end (%v) is dropped", c.clientID, c.method, err))
 		return
@@ -307,12 +312,12 @@ func (c *call) abort(err error, reason string) {
 // delivered yet.
 func (c *call) endedBefore(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return ended(err)
 	}
 	if _, _, _, err := c.box.peek(); err != nil {
-		return err
+		return ended(err)
 	}
-	return errUnavailable("the call ended before its request reached the child")
+	return ended(errUnavailable("the call ended before its request reached the child"))
 }
 
 // give hands the call a slot to release when it ends. A call that has
@@ -339,15 +344,21 @@ func (c *call) takeSlot() *slot {
 // progress relays a progress notification for the call's exchange, with
 // the client's token restored, and restarts the idle timer: a call that
 // reports progress is alive.
-func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) {
+func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) ProgressFate {
 	if c.token == nil {
-		return
+		return ProgressDropped
 	}
 	ps, _ := m.ParamsSpan()
 	note := jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: jsonrpc.Span{Start: ps.Start + tok.Start, End: ps.Start + tok.End}, New: c.token})
-	if c.box.note(note, noteProgress) {
-		c.resetIdle()
+	kept, coalesced := c.box.put(note, noteProgress)
+	if !kept {
+		return ProgressDropped
 	}
+	c.resetIdle()
+	if coalesced {
+		return ProgressCoalesced
+	}
+	return ProgressRelayed
 }
 
 // resetIdle restarts the idle timer: the call is alive (it reported

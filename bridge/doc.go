@@ -32,13 +32,17 @@
 //     client's retry.
 //   - listen.go, logs.go, tools.go: subscriptions/listen, log routing, the
 //     x-mcp-header cache.
+//   - observer.go: what the bridge tells its Observer (how calls end, what
+//     becomes of progress, each line read), for metrics.
 //
 // # How a call ends
 //
 // A call ends exactly once. Every ending first claims the call
 // (call.claim, under call.mu) and only the winner delivers the end to the
 // client (call.deliver); delivering twice is a bug, reported through
-// Options.OnInternalError. The verbs:
+// Options.OnInternalError. call.deliver also tells the Observer how a
+// client's call ended; Bridge.Call tells it of a request refused before a
+// call was made. The verbs:
 //
 //   - end: claim and deliver; reports false when another ending came first.
 //   - answer: the child's response, taken from the pending table by the

@@ -188,9 +188,8 @@ func (ex *exchange) answered(m *jsonrpc.Message) {
 // when another ending came first.
 func (c *call) answer(ex *exchange, m *jsonrpc.Message) bool {
 	if m.Error != nil {
-		if code, ok := mcp.ErrorCode(m.Error); ok {
-			c.box.setErrorCode(code)
-		}
+		code, _ := mcp.ErrorCode(m.Error) // 0 when the child gave none
+		c.box.setErrorCode(code)
 	}
 	return c.end(c.restore(ex, m), nil)
 }

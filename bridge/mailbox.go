@@ -8,8 +8,9 @@ type mailbox struct {
 	mu      sync.Mutex
 	notes   []note
 	max     int
-	dropped int // log messages that found the mailbox full
-	code    int // the child's error code when resp is an error response
+	dropped int  // log messages that found the mailbox full
+	code    int  // the child's error code when resp is an error response
+	errResp bool // resp is the child's error response
 	resp    []byte
 	err     error
 	done    bool
@@ -49,23 +50,31 @@ func (m *mailbox) signal() {
 // is dropped, and a request to the client is always kept: the call cannot
 // go on without its answer, and there are few.
 func (m *mailbox) note(b []byte, kind noteKind) bool {
+	kept, _ := m.put(b, kind)
+	return kept
+}
+
+// put is note, and also reports whether a progress notification took the
+// place of the one queued last.
+func (m *mailbox) put(b []byte, kind noteKind) (kept, coalesced bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.done {
-		return false
+		return false, false
 	}
 	switch {
 	case kind == noteEvent && len(m.notes) >= m.max:
-		return false // the owner ends the call (see call.event)
+		return false, false // the owner ends the call (see call.event)
 	case len(m.notes) < m.max || kind == noteAsk || kind == noteEvent:
 		m.notes = append(m.notes, note{b, kind})
 	case kind == noteProgress && m.notes[len(m.notes)-1].kind == noteProgress:
 		m.notes[len(m.notes)-1] = note{b, kind}
+		coalesced = true
 	default:
 		m.dropped++
 	}
 	m.signal()
-	return true
+	return true, coalesced
 }
 
 func (m *mailbox) finish(resp []byte, err error) bool {
@@ -79,12 +88,18 @@ func (m *mailbox) finish(resp []byte, err error) bool {
 	return true
 }
 
-// setErrorCode records the code of the child's error response, before the
-// response itself is delivered.
+// setErrorCode records that the response is the child's error, and its
+// code, before the response itself is delivered.
 func (m *mailbox) setErrorCode(code int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.code = code
+	m.code, m.errResp = code, true
+}
+
+func (m *mailbox) childError() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.errResp
 }
 
 // peek reports the call's state without taking anything.

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,25 @@ import (
 // served; the returned Call ends by itself when ctx ends, with the child
 // told to cancel.
 func (b *Bridge) Call(ctx context.Context, req *mcp.Request, caller Caller) (Call, error) {
+	c, err := b.route(ctx, req, caller)
+	// A call that was made is observed when it ends (see call.deliver);
+	// here, a request refused before that, or answered by the gateway.
+	var e endedError
+	switch {
+	case errors.As(err, &e):
+		return nil, e.error
+	case req.Method == mcp.MethodListen:
+	case err != nil:
+		b.opts.Observer.CallEnded(endingOf(err, false))
+	default:
+		if cc, ok := c.(*call); ok && cc.ch == nil {
+			b.opts.Observer.CallEnded(Ending{Outcome: OutcomeOK})
+		}
+	}
+	return c, err
+}
+
+func (b *Bridge) route(ctx context.Context, req *mcp.Request, caller Caller) (Call, error) {
 	if req.Kind != jsonrpc.KindRequest {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not a request"}
 	}

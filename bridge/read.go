@@ -21,12 +21,15 @@ func (ch *child) readLoop() {
 		if err != nil {
 			var skipped SkippedMessage
 			if errors.As(err, &skipped) {
+				size, _ := skipped.Skipped()
+				ch.b.opts.Observer.MessageRead(ch.w.index, int(size))
 				ch.oversized(skipped)
 				continue
 			}
 			ch.end(err)
 			return
 		}
+		ch.b.opts.Observer.MessageRead(ch.w.index, len(line))
 		ch.dispatchLine(line)
 		if br, ok := ch.t.(Bufferer); !ok || !br.Buffered() {
 			ch.flushParks()
@@ -142,10 +145,14 @@ func (ch *child) notification(m *jsonrpc.Message) {
 // (the gateway's token is the exchange's id) and restores the client's
 // token.
 func (ch *child) progress(m *jsonrpc.Message) {
+	ch.b.opts.Observer.Progress(ch.routeProgress(m))
+}
+
+func (ch *child) routeProgress(m *jsonrpc.Message) ProgressFate {
 	sp, ok, err := jsonrpc.Lookup(m.Params, mcp.MetaProgressToken)
 	if !ok || err != nil {
 		ch.log.Debug("progress without a token; dropped", "err", err)
-		return
+		return ProgressDropped
 	}
 	tok := &jsonrpc.Message{ID: m.Params[sp.Start:sp.End]}
 	var c *call
@@ -156,9 +163,9 @@ func (ch *child) progress(m *jsonrpc.Message) {
 	}
 	if c == nil {
 		ch.log.Debug("progress for no active call; dropped", "token", string(tok.ID))
-		return
+		return ProgressDropped
 	}
-	c.progress(m, sp)
+	return c.progress(m, sp)
 }
 
 // childRequest answers a request from the child: ping at once, and a

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -23,7 +24,8 @@ type worker struct {
 	log   *slog.Logger
 	bg    background // goroutines close waits for
 
-	active int // slots held: calls in flight and parked; guarded by Bridge.mu
+	active   int           // slots held: calls in flight and parked; guarded by Bridge.mu
+	restarts atomic.Uint64 // children started after the first
 
 	mu       sync.Mutex
 	cur      *child        // the current child; nil before the first
@@ -87,6 +89,7 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		delay = min(2*delay, opts.RestartMax)
+		w.restarts.Add(1)
 		w.b.restarts.Add(1)
 		w.b.stateChanged()
 	}
@@ -242,7 +245,7 @@ func (w *worker) call(ctx context.Context, req *mcp.Request, caller Caller, s *s
 	}
 	c := ch.newCall(ctx, spec)
 	if err := ch.start(ctx, c, nil); err != nil {
-		return nil, err
+		return nil, ended(err)
 	}
 	return c, nil
 }

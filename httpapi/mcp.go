@@ -212,6 +212,8 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 // stream answers with SSE: the call's notifications as they come, then the
 // response, then the end of the stream. Only this goroutine writes to w.
 func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call, id []byte, first [][]byte) {
+	h.opts.Meter.StreamOpened()
+	defer h.opts.Meter.StreamClosed()
 	sse := newSSE(w, h.opts.ClientTimeout)
 	gone := func(err error) {
 		h.log.InfoContext(r.Context(), "client stopped taking the stream; its call is cancelled", "err", err)

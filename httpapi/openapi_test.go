@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/metrics"
 )
 
 func loadSpec(t *testing.T) *openapi3.T {
@@ -31,11 +32,12 @@ func loadSpec(t *testing.T) *openapi3.T {
 }
 
 // Every route the router serves is in openapi.yaml, and every operation in
-// openapi.yaml is served (GET and DELETE /mcp by a 405).
+// openapi.yaml is served (GET and DELETE /mcp by a 405; /metrics when it is
+// not on an admin address).
 func TestOpenAPIListsEveryRoute(t *testing.T) {
 	doc := loadSpec(t)
 	var served []string
-	err := chi.Walk(New(newFake(), Options{}).(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err := chi.Walk(New(newFake(), Options{Metrics: metrics.New(1).Handler()}).(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		served = append(served, method+" "+route)
 		return nil
 	})
@@ -93,12 +95,14 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		{name: "not ready", method: "GET", path: "/readyz", status: 503},
 		{name: "ready, waiting", method: "GET", path: "/readyz?wait=1s&until=all-ready", ready: true, status: 200},
 		{name: "bad wait", method: "GET", path: "/readyz?wait=forever", status: 400},
+		{name: "metrics", method: "GET", path: "/metrics", status: 200},
 	}
 	for _, ex := range exchanges {
 		t.Run(ex.name, func(t *testing.T) {
 			f := newFake()
 			f.ready, f.callErr = ex.ready, ex.callErr
-			h := New(f, Options{MaxBodyBytes: 1024})
+			m := metrics.New(1)
+			h := New(f, Options{MaxBodyBytes: 1024, Meter: m, Metrics: m.Handler()})
 			if ex.answer != nil {
 				go func() { ex.answer(f.next(t)) }()
 			}

@@ -32,12 +32,36 @@ type Backend interface {
 	Await(ctx context.Context, cond func(bridge.Status) bool) (bridge.Status, error)
 }
 
+// Meter is told what the handlers do, for metrics; *metrics.Metrics is
+// one.
+type Meter interface {
+	// Instrument wraps the router, to count and time every request. It
+	// runs around the routing, so it can read chi's route pattern after.
+	Instrument(next http.Handler) http.Handler
+	// StreamOpened and StreamClosed bracket each SSE response.
+	StreamOpened()
+	StreamClosed()
+	// SessionsLive is handed the count of 2025 sessions the handlers hold
+	// something for, read at each scrape.
+	SessionsLive(count func() float64)
+}
+
+type noMeter struct{}
+
+func (noMeter) SessionsLive(func() float64) {}
+
+func (noMeter) Instrument(next http.Handler) http.Handler { return next }
+func (noMeter) StreamOpened()                             {}
+func (noMeter) StreamClosed()                             {}
+
 // Options configure the handlers. Zero values mean the documented defaults.
 type Options struct {
 	MaxBodyBytes  int64         // 0: 16 MiB; larger request bodies get 413
 	KeepAlive     time.Duration // 0: 15s; SSE comment sent on a quiet stream this often
 	ClientTimeout time.Duration // 0: 30s; the request body must arrive within it, and a client that takes no answer bytes this long is cut off
 	Logger        *slog.Logger  // nil: discard
+	Meter         Meter         // nil: nothing is counted
+	Metrics       http.Handler  // served on GET /metrics; nil: no such route (it is served elsewhere, or not at all)
 
 	// Legacy (2025) client sessions. Their ids are self-contained and
 	// signed with SessionKey, so that replicas sharing the key serve each
@@ -66,6 +90,9 @@ func (o *Options) defaults() {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Logger = slog.New(LogContext(o.Logger.Handler()))
+	if o.Meter == nil {
+		o.Meter = noMeter{}
+	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 10000
 	}
@@ -85,8 +112,11 @@ func (o *Options) defaults() {
 func New(b Backend, opts Options) http.Handler {
 	opts.defaults()
 	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.SessionKey, opts.SessionTTL, opts.MaxSessions)}
+	opts.Meter.SessionsLive(func() float64 { return float64(h.sessions.live()) })
 	r := chi.NewRouter()
-	r.Use(plainRequestID, middleware.RequestID, withTrace, accessLog(opts.Logger), middleware.Recoverer)
+	// The meter sits outside Recoverer, so that it sees the 500 a panic
+	// becomes.
+	r.Use(plainRequestID, middleware.RequestID, withTrace, accessLog(opts.Logger), opts.Meter.Instrument, middleware.Recoverer)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
@@ -95,6 +125,9 @@ func New(b Backend, opts Options) http.Handler {
 	r.With(h.guardOrigin).Delete("/mcp", h.endSession)
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
+	if opts.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", opts.Metrics)
+	}
 	return r
 }
 
@@ -211,8 +244,9 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// accessLog logs one line per request after it ends. Probes log at Debug so
-// that a kubelet polling every few seconds does not drown the log.
+// accessLog logs one line per request after it ends. Probes and scrapes
+// log at Debug so that a kubelet polling every few seconds, or Prometheus
+// scraping, does not drown the log.
 func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +254,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 			start := time.Now()
 			defer func() {
 				level := slog.LevelInfo
-				if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+				if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
 					level = slog.LevelDebug
 				}
 				log.Log(r.Context(), level, "http request",

@@ -60,6 +60,8 @@ type Config struct {
 	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp answers to, comma-separated (* for any); empty: localhost names on a loopback address, any otherwise"`
 	AllowedOrigins []string `split_words:"true" desc:"browser Origins allowed on /mcp, comma-separated scheme://host[:port] (* for any); empty: localhost origins on a loopback address, same-origin otherwise"`
 
+	AdminAddr string `split_words:"true" desc:"when set, /metrics and /debug/pprof/ are served on this address (host:port) and not on GATEWAY_ADDR"`
+
 	LogLevel  string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 	LogFormat string `split_words:"true" default:"text" desc:"text or json"`
 }
@@ -171,7 +173,8 @@ Usage:
   gateway -h                       this help
 
 Endpoints: POST /mcp (MCP Streamable HTTP), GET /healthz, GET /readyz
-(?wait=30s&until=ready|not-ready|all-ready waits for that state).
+(?wait=30s&until=ready|not-ready|all-ready waits for that state), GET /metrics
+(Prometheus; with GATEWAY_ADMIN_ADDR on that address, with /debug/pprof/).
 
 Configuration comes from the environment:
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -19,6 +20,7 @@ import (
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/httpapi"
 	"github.com/stdiomcp/gateway/internal/demo"
+	"github.com/stdiomcp/gateway/metrics"
 	"github.com/stdiomcp/gateway/stdio"
 )
 
@@ -128,30 +130,43 @@ func childCommand(cfg Config, childArgs []string, log *slog.Logger) ([]string, e
 }
 
 func serve(ctx context.Context, cfg Config, k keys, argv []string, log *slog.Logger) error {
-	b := newBridge(cfg, k, argv, log)
+	m := metrics.New(cfg.Workers)
+	b := newBridge(cfg, k, argv, log, m)
+	m.Watch(b)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		b.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
-	tcp, _ := ln.Addr().(*net.TCPAddr)
-	srv := &http.Server{
-		Handler:           newHandler(cfg, k, b, tcp != nil && tcp.IP.IsLoopback(), log),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		// No ReadTimeout or WriteTimeout: they would cut SSE streams; the
-		// handlers set per-request deadlines instead.
+	var adminLn net.Listener
+	if cfg.AdminAddr != "" {
+		if adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+			ln.Close()
+			b.Close(context.Background())
+			return fmt.Errorf("listen on the admin address: %w", err)
+		}
 	}
+	tcp, _ := ln.Addr().(*net.TCPAddr)
+	srv := newServer(newHandler(cfg, k, b, m, tcp != nil && tcp.IP.IsLoopback(), log), log)
 	log.Info("listening", "addr", ln.Addr().String(), "child", argv, "era", cfg.Era, "workers", b.Workers(), "version", version)
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	var admin *http.Server
+	if adminLn != nil {
+		admin = newServer(adminHandler(m), log)
+		log.Info("admin listening", "addr", adminLn.Addr().String(), "admin", true)
+		go func() { served <- admin.Serve(adminLn) }()
+	}
 
 	select {
 	case <-ctx.Done():
 		b.Refuse() // before the log line says so
 		log.Info("shutting down", "signal", context.Cause(ctx), "grace", cfg.ShutdownGrace)
 	case err := <-served:
+		srv.Close()
+		if admin != nil {
+			admin.Close()
+		}
 		b.Close(context.Background())
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -168,8 +183,40 @@ func serve(ctx context.Context, cfg Config, k keys, argv []string, log *slog.Log
 		log.Warn("some connections did not finish in time; closing them", "err", err)
 		srv.Close()
 	}
+	// Last, so that the shutdown can be watched to its end.
+	if admin != nil {
+		if err := admin.Shutdown(shutCtx); err != nil {
+			admin.Close()
+		}
+	}
 	log.Info("stopped")
 	return nil
+}
+
+func newServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// No ReadTimeout or WriteTimeout: they would cut SSE streams; the
+		// handlers set per-request deadlines instead.
+	}
+}
+
+// adminHandler serves what GATEWAY_ADMIN_ADDR is for: the metrics, and
+// the runtime's profiles. The profiles are registered here by hand:
+// net/http/pprof also puts them on http.DefaultServeMux, which the gateway
+// never serves.
+func adminHandler(m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile under it
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // wedgeTimeout maps the setting to the bridge's option: 0 turns the check
@@ -214,8 +261,9 @@ func drain(b *bridge.Bridge, grace time.Duration, log *slog.Logger) {
 	log.Info("calls in flight finished")
 }
 
-// newBridge starts the children: argv, as many as cfg says, supervised.
-func newBridge(cfg Config, k keys, argv []string, log *slog.Logger) *bridge.Bridge {
+// newBridge starts the children: argv, as many as cfg says, supervised;
+// obs (nil: nobody) is told what happens.
+func newBridge(cfg Config, k keys, argv []string, log *slog.Logger, obs bridge.Observer) *bridge.Bridge {
 	start := func(ctx context.Context) (bridge.Transport, error) {
 		clog := log.With("child", argv[0])
 		if w, ok := bridge.WorkerOf(ctx); ok {
@@ -250,13 +298,16 @@ func newBridge(cfg Config, k keys, argv []string, log *slog.Logger) *bridge.Brid
 		ClientVersion:    version,
 		StateKey:         k.requestState,
 		Logger:           log,
+		Observer:         obs,
 	})
 }
 
-// newHandler is the HTTP front door on b. loopback says whether the
-// listener is on a loopback address (see httpapi.Options).
-func newHandler(cfg Config, k keys, b *bridge.Bridge, loopback bool, log *slog.Logger) http.Handler {
-	return httpapi.New(b, httpapi.Options{
+// newHandler is the HTTP front door on b, counted by m (nil: not
+// counted), which it serves on /metrics unless an admin address does.
+// loopback says whether the listener is on a loopback address (see
+// httpapi.Options).
+func newHandler(cfg Config, k keys, b *bridge.Bridge, m *metrics.Metrics, loopback bool, log *slog.Logger) http.Handler {
+	opts := httpapi.Options{
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		KeepAlive:      cfg.SSEKeepAlive,
 		ClientTimeout:  cfg.ClientTimeout,
@@ -267,5 +318,12 @@ func newHandler(cfg Config, k keys, b *bridge.Bridge, loopback bool, log *slog.L
 		SessionKey:     k.session,
 		SessionTTL:     cfg.SessionTTL,
 		MaxSessions:    cfg.MaxSessions,
-	})
+	}
+	if m != nil {
+		opts.Meter = m
+		if cfg.AdminAddr == "" {
+			opts.Metrics = m.Handler()
+		}
+	}
+	return httpapi.New(b, opts)
 }

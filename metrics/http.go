@@ -1,0 +1,61 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// other stands for a route or method outside the known few: labels take
+// only values from a fixed set, whatever clients send.
+const other = "other"
+
+// Instrument counts and times the requests next serves, by route pattern,
+// method and status code. Put it on a chi router: the pattern is read
+// once the router has matched the request, so a path of the client's
+// never becomes a label; a request that matched no route (404, or 405
+// with a method the path does not take) is "other".
+func (m *Metrics) Instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		// Deferred, so that a handler that aborts its response (a client
+		// gone mid-stream) is counted too.
+		defer func() {
+			route, method := routeOf(r), methodOf(r.Method)
+			m.requests.WithLabelValues(route, method, codeOf(ww.Status())).Inc()
+			m.durations.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}
+
+func routeOf(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		if p := rc.RoutePattern(); p != "" {
+			return p
+		}
+	}
+	return other
+}
+
+func methodOf(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return other
+}
+
+// codeOf is the status the client got: a handler that wrote nothing is
+// answered 200 by net/http.
+func codeOf(status int) string {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return strconv.Itoa(status)
+}
