@@ -2,12 +2,13 @@
 # its child: here @modelcontextprotocol/server-everything on Node.js.
 #
 #   docker build -t stdiomcp/gateway:0.1.0 .
-#   docker run --rm -p 8080:8080 stdiomcp/gateway:0.1.0
+#   docker run --rm -p 8080:8080 --stop-timeout 45 stdiomcp/gateway:0.1.0
 #
 # deploy/ checks this file (go test ./... there).
 
 # The gateway: a static binary (no cgo), so any runtime base can take it.
-FROM golang:1.26 AS build
+# The Go of go.mod's go line: golang images do not fetch another toolchain.
+FROM golang:1.26.8 AS build
 WORKDIR /src
 # The modules first: this layer is rebuilt only when go.mod or go.sum change.
 COPY go.mod go.sum ./
@@ -21,15 +22,17 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/gateway ./cmd/gate
 # everything from ENTRYPOINT down.
 FROM node:22-bookworm-slim AS runtime
 # tini is PID 1: it passes SIGTERM on to the gateway and reaps the orphans
-# a child leaves behind (npx -> node), which no one else would wait for.
+# a child leaves behind (a wrapper script's server, say), which no one else
+# would wait for.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \
  && rm -rf /var/lib/apt/lists/*
-# The child, at the version the interop tests pin (interop/package.json).
+# The child, at the version the interop tests pin (interop/package.json);
+# its own dependencies resolve within their ranges at build time.
 RUN npm install --global --no-audit --no-fund @modelcontextprotocol/server-everything@2026.8.31 \
  && npm cache clean --force
 # A numeric user, so that Kubernetes' runAsNonRoot can verify it. HOME is
-# for children that write there (npx's cache, for one).
+# for children that write there (npm's cache, for one).
 RUN groupadd --gid 10001 gateway \
  && useradd --uid 10001 --gid 10001 --home-dir /home/gateway --create-home --shell /usr/sbin/nologin gateway
 COPY --from=build /out/gateway /usr/local/bin/gateway

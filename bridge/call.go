@@ -350,13 +350,16 @@ func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) ProgressFate {
 	}
 	ps, _ := m.ParamsSpan()
 	note := jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: jsonrpc.Span{Start: ps.Start + tok.Start, End: ps.Start + tok.End}, New: c.token})
-	kept, coalesced := c.box.put(note, noteProgress)
+	kept, coalesced, dropped := c.box.put(note, noteProgress)
 	if !kept {
 		return ProgressDropped
 	}
-	c.resetIdle()
-	if coalesced {
+	c.resetIdle() // the child reports: the call is alive, whether or not its client keeps up
+	switch {
+	case coalesced:
 		return ProgressCoalesced
+	case dropped:
+		return ProgressDropped
 	}
 	return ProgressRelayed
 }

@@ -50,21 +50,22 @@ func (m *mailbox) signal() {
 // is dropped, and a request to the client is always kept: the call cannot
 // go on without its answer, and there are few.
 func (m *mailbox) note(b []byte, kind noteKind) bool {
-	kept, _ := m.put(b, kind)
+	kept, _, _ := m.put(b, kind)
 	return kept
 }
 
 // put is note, and also reports whether a progress notification took the
-// place of the one queued last.
-func (m *mailbox) put(b []byte, kind noteKind) (kept, coalesced bool) {
+// place of the one queued last, or was dropped (the owner is behind, and
+// the last note queued is not progress).
+func (m *mailbox) put(b []byte, kind noteKind) (kept, coalesced, dropped bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.done {
-		return false, false
+		return false, false, false
 	}
 	switch {
 	case kind == noteEvent && len(m.notes) >= m.max:
-		return false, false // the owner ends the call (see call.event)
+		return false, false, false // the owner ends the call (see call.event)
 	case len(m.notes) < m.max || kind == noteAsk || kind == noteEvent:
 		m.notes = append(m.notes, note{b, kind})
 	case kind == noteProgress && m.notes[len(m.notes)-1].kind == noteProgress:
@@ -72,9 +73,10 @@ func (m *mailbox) put(b []byte, kind noteKind) (kept, coalesced bool) {
 		coalesced = true
 	default:
 		m.dropped++
+		dropped = true
 	}
 	m.signal()
-	return true, coalesced
+	return true, coalesced, dropped
 }
 
 func (m *mailbox) finish(resp []byte, err error) bool {

@@ -234,3 +234,18 @@ func TestObserverIsToldEachLineRead(t *testing.T) {
 		t.Errorf("sizes told = %v, want the handshake's answer, then %d (over the limit) and %d", sizes, len(long), len(answer))
 	}
 }
+
+// A progress notification for a client too far behind, whose last queued
+// note is a log message, is dropped, and told as dropped.
+func TestProgressBehindALogIsDropped(t *testing.T) {
+	var m mailbox
+	m.init(2)
+	m.note([]byte("log 1"), noteLog)
+	m.note([]byte("log 2"), noteLog)
+	if kept, coalesced, dropped := m.put([]byte("progress"), noteProgress); !kept || coalesced || !dropped {
+		t.Errorf("put = kept %v, coalesced %v, dropped %v; want it dropped", kept, coalesced, dropped)
+	}
+	if notes, _, _, _ := m.take(); len(notes) != 2 || string(notes[1]) != "log 2" {
+		t.Errorf("queued %q", notes)
+	}
+}

@@ -218,7 +218,7 @@ func (b *Bridge) Respond(ctx context.Context, m *jsonrpc.Message) error {
 		b.log.WarnContext(ctx, "an answer to a question another gateway process asked; refused", "id", string(m.ID), "asked_by", inst)
 		return jsonrpc.GatewayError(jsonrpc.CodeInvalidParams, "answered_elsewhere",
 			"this answers a question that another gateway process ("+inst+") asked, not this one ("+b.q.instance+"): "+
-				"the call waits there, so send a session's requests to one replica (affinity on Mcp-Session-Id)")
+				"the call waits there: a 2025 session's requests must reach one replica (for example, a proxy hashing on Mcp-Session-Id)")
 	}
 	b.log.DebugContext(ctx, "dropped an answer to no waiting question", "id", string(m.ID))
 	return nil

@@ -334,10 +334,10 @@ func TestDockerfileChecksBite(t *testing.T) {
 	for _, c := range []struct {
 		name, old, new, problem string
 	}{
-		{"one stage", "FROM golang:1.26 AS build\n", "", "parse"},
+		{"one stage", "FROM golang:1.26.8 AS build\n", "", "parse"},
 		{"unknown instruction", "STOPSIGNAL SIGTERM", "STOPSIGNAL SIGTERM\nSTOPSINGAL SIGTERM", "parse"},
 		{"lint warning", "AS runtime", "as runtime", "FromAsCasing"},
-		{"old Go", "FROM golang:1.26 AS", "FROM golang:1.22 AS", "go.mod's go line"},
+		{"old Go", "FROM golang:1.26.8 AS", "FROM golang:1.26 AS", "go.mod's go line"},
 		{"cgo", "CGO_ENABLED=0 go build", "go build", "CGO_ENABLED=0"},
 		{"no trimpath", "-trimpath ", "", "-trimpath"},
 		{"symbols kept", `-ldflags="-s -w" `, "", "-ldflags"},

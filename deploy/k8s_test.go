@@ -229,6 +229,15 @@ func TestKustomizations(t *testing.T) {
 		for _, p := range checkCluster(objs, f) {
 			t.Error(p)
 		}
+		// The example's key is there to be replaced: the gateway must refuse
+		// it (under 32 bytes), so that nobody signs with a key published here.
+		for _, s := range objects[*corev1.Secret](objs) {
+			for k, v := range s.Data {
+				if len(strings.TrimSpace(string(v))) >= 32 {
+					t.Errorf("Secret %s key %s holds a value the gateway would take: an example must not ship a usable key", s.Name, k)
+				}
+			}
+		}
 		ns := objects[*corev1.Namespace](objs)
 		if len(ns) != 1 || ns[0].Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 			t.Errorf("the overlay's namespace does not enforce the restricted Pod Security Standard")

@@ -30,14 +30,14 @@ func readRepo(t testing.TB, path string) []byte {
 // pins are the facts about the repository that the Dockerfile must agree
 // with.
 type pins struct {
-	goVersion  string // go.mod's go line, as major.minor
+	goVersion  string // go.mod's go line, whole: golang images build with GOTOOLCHAIN=local
 	nodeMajor  string // the Node.js the interop tests run the child on
 	everything string // the version of @modelcontextprotocol/server-everything
 }
 
 func repoPins(t testing.TB) pins {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(readRepo(t, "go.mod"))
+	m := regexp.MustCompile(`(?m)^go (\d+\.\d+(?:\.\d+)?)`).FindSubmatch(readRepo(t, "go.mod"))
 	if m == nil {
 		t.Fatal("go.mod has no go line")
 	}
