@@ -178,7 +178,7 @@ func TestMetricsFollowTheGateway(t *testing.T) {
 	// made to wait and another refused; a long restart delay, so that the
 	// child can be seen down.
 	g := startGateway(t, []string{"GATEWAY_MAX_IN_FLIGHT=1", "GATEWAY_QUEUE_SIZE=1",
-		"GATEWAY_RESTART_DELAY_MIN=3s", "GATEWAY_RESTART_DELAY_MAX=3s"})
+		"GATEWAY_RESTART_DELAY_MIN=10s", "GATEWAY_RESTART_DELAY_MAX=10s"})
 	g.WaitReady()
 	m := trackMetrics(t, g.URL+"/metrics")
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes",
@@ -242,10 +242,21 @@ func TestMetricsFollowTheGateway(t *testing.T) {
 		t.Fatalf("first event = %q, want progress", ev)
 	}
 	m.step("a call in flight", is("gateway_calls_in_flight", worker0, 1), is("gateway_sse_streams_open", "", 1))
-	queued := make(chan *http.Response, 1)
-	go func() { queued <- rpc(t, context.Background(), g.URL, fmt.Sprintf(demoEcho, "queued")) }()
+	queued := make(chan int, 1)
+	go func() {
+		// Not rpc: a goroutine must not end the test.
+		resp, err := http.Post(g.URL+"/mcp", "application/json", strings.NewReader(fmt.Sprintf(demoEcho, "queued")))
+		if err != nil {
+			queued <- 0
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		queued <- resp.StatusCode
+	}()
 	m.step("a call waiting", is("gateway_calls_queued", "", 1))
 	refused := rpc(t, context.Background(), g.URL, fmt.Sprintf(demoEcho, "refused"))
+	refused.Body.Close()
 	if refused.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a call past the queue got %d, want 503", refused.StatusCode)
 	}
@@ -253,8 +264,8 @@ func TestMetricsFollowTheGateway(t *testing.T) {
 		moves("gateway_calls_total", `outcome="overloaded",reason=""`, 1),
 		moves("gateway_http_requests_total", `code="503",method="POST",route="/mcp"`, 1))
 	leave()
-	if r := <-queued; r.StatusCode != http.StatusOK {
-		t.Fatalf("the queued call got %d, want 200", r.StatusCode)
+	if status := <-queued; status != http.StatusOK {
+		t.Fatalf("the queued call got %d, want 200", status)
 	}
 	m.step("the client leaving",
 		moves("gateway_calls_total", `outcome="cancelled",reason="client_disconnected"`, 1),
@@ -407,4 +418,72 @@ func TestMetricsOnTheAdminAddress(t *testing.T) {
 	var r struct{ Result json.RawMessage }
 	rpcJSON(t, g.URL, fmt.Sprintf(demoEcho, "ok"), &r)
 	m.step("a call on the main address", moves("gateway_calls_total", okCalls, 1), moves("gateway_http_requests_total", mcpPost200, 1))
+}
+
+// The endings the other tests do not reach, each seen moving on a live
+// gateway: a 2025 client's own cancellation, a child that dies under a
+// call, an answer over the size limit; and a 2026 child's era.
+func TestMetricsOfEachEnding(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, []string{"GATEWAY_MAX_MESSAGE_BYTES=100000"}, "--", gatewayBin, "demo", "-era", "modern")
+	g.WaitReady()
+	m := trackMetrics(t, g.URL+"/metrics")
+	m.step("start", is("gateway_child_info", `era="modern",worker="0"`, 1), is("gateway_child_up", worker0, 1))
+
+	post := func(ctx context.Context, sid, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	started := func(resp *http.Response) *sseReader {
+		t.Helper()
+		r := newSSEReader(resp.Body)
+		if ev := r.next(); !strings.Contains(ev, "notifications/progress") {
+			t.Fatalf("first event = %q, want progress", ev)
+		}
+		return r
+	}
+	rest := func(r *sseReader) string {
+		var last string
+		for ev := r.next(); ev != ""; ev = r.next() {
+			last = ev
+		}
+		return last
+	}
+
+	// An answer over the line limit.
+	var e rpcError
+	rpcJSON(t, g.URL, `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"big","arguments":{"bytes":200000}}}`, &e)
+	if e.Error.Code != -32004 {
+		t.Fatalf("an answer over the limit: %+v, want -32004", e)
+	}
+	m.step("an answer too large", moves("gateway_calls_total", `outcome="too_large",reason=""`, 1))
+
+	// A 2025 client cancels its own call.
+	init := post(context.Background(), "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"m","version":"1"}}}`)
+	sid := init.Header.Get("Mcp-Session-Id")
+	call := started(post(context.Background(), sid, fmt.Sprintf(demoSlowWith, "mine", 60000, 20)))
+	if resp := post(context.Background(), sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"mine","reason":"stop"}}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the cancellation got %d", resp.StatusCode)
+	}
+	rest(call)
+	m.step("a client's own cancellation", moves("gateway_calls_total", `outcome="cancelled",reason="client_cancelled"`, 1))
+
+	// The child dies under a call.
+	call = started(post(context.Background(), "", fmt.Sprintf(demoSlowWith, "dies", 60000, 20)))
+	syscall.Kill(demoReceived(t, g.URL, 0).PID, syscall.SIGKILL)
+	if last := rest(call); !strings.Contains(last, "-32000") {
+		t.Errorf("the call's last event = %q, want -32000", last)
+	}
+	m.step("a child's death under a call", moves("gateway_calls_total", `outcome="child_unavailable",reason=""`, 1))
 }
