@@ -47,7 +47,7 @@ func TestScaleOut(t *testing.T) {
 		"GATEWAY_SECRET=" + hex.EncodeToString(secret),
 		// Long enough for the short calls of the SIGTERM step, and short
 		// enough that the long ones are cut within the test's budget.
-		"GATEWAY_SHUTDOWN_GRACE=5s",
+		"GATEWAY_SHUTDOWN_GRACE=10s",
 	}
 	c := &cluster{}
 	for range 3 {
@@ -348,12 +348,14 @@ func (s *sigtermStep) start(d *tsDriver, l string, args map[string]any) {
 	s.runner[l], s.owner[l] = served.servedBy(), d
 }
 
-// startInFlight starts short calls (3 s, well within the grace period)
+// startInFlight starts short calls (6 s, well within the grace period,
+// and long enough to be still running once the long ones have started on
+// a loaded machine)
 // from both clients, spread by round robin, and picks the replica that
 // runs the last 2025 one; then long calls (2 min) from the 2026 client
 // until one lands there too (round robin: within three).
 func (s *sigtermStep) startInFlight(modern, legacy *tsDriver) {
-	short := map[string]any{"duration_ms": 3000, "interval_ms": 100}
+	short := map[string]any{"duration_ms": 6000, "interval_ms": 200}
 	long := map[string]any{"duration_ms": 120000, "interval_ms": 100}
 	for i := range 3 {
 		s.start(modern, label("short-modern", i), short)
