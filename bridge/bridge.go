@@ -100,6 +100,10 @@ type Options struct {
 	// input. Replicas that share it tell a state of another replica's from
 	// a forged one. nil: a random key, valid in this process only.
 	StateKey []byte
+	// AcceptedStateKey is another key whose states are accepted, never
+	// signed with: replicas change their key without refusing each other's
+	// states meanwhile. nil: none.
+	AcceptedStateKey []byte
 
 	ClientName    string       // "": stdiomcp-gateway; clientInfo.name toward the child
 	ClientVersion string       // "": dev
@@ -197,7 +201,7 @@ type Bridge struct {
 // lines carry its number when there are several.
 func New(start StartFunc, opts Options) *Bridge {
 	opts.defaults()
-	b := &Bridge{opts: opts, log: opts.Logger, q: newQuestions(opts.StateKey), freed: make(chan struct{})}
+	b := &Bridge{opts: opts, log: opts.Logger, q: newQuestions(opts.StateKey, opts.AcceptedStateKey), freed: make(chan struct{})}
 	changed := make(chan struct{})
 	b.changed.Store(&changed)
 	b.clientID = mcp.Implementation(opts.ClientName, opts.ClientVersion)

@@ -35,7 +35,7 @@ func FuzzRewrite(f *testing.F) {
 		if err != nil {
 			return // ambiguous, or a progress token that is neither string nor number
 		}
-		b := &Bridge{q: newQuestions(nil)}
+		b := &Bridge{q: newQuestions(nil, nil)}
 		b.opts.defaults()
 		b.log = b.opts.Logger
 		ch := newChild(&worker{b: b, log: b.log}, nil)

@@ -420,7 +420,7 @@ func TestAutoEraSurvivesHardChildren(t *testing.T) {
 func TestSecondEndIsReported(t *testing.T) {
 	t.Parallel()
 	var reported []error
-	b := &Bridge{q: newQuestions(nil)}
+	b := &Bridge{q: newQuestions(nil, nil)}
 	b.opts.OnInternalError = func(err error) { reported = append(reported, err) }
 	b.opts.defaults()
 	b.log = b.opts.Logger

@@ -131,10 +131,17 @@ func (q *questions) stateFor(id int64, round int) string {
 	return statePrefix + enc.EncodeToString([]byte(body)) + "." + enc.EncodeToString(q.sign([]byte(body)))
 }
 
-func (q *questions) sign(body []byte) []byte {
-	mac := hmac.New(sha256.New, q.key)
-	mac.Write(body)
-	return mac.Sum(nil)
+func (q *questions) sign(body []byte) []byte { return mac(q.key, body) }
+
+func mac(key, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// signed reports whether sum signs body, with the key or the accepted one.
+func (q *questions) signed(body, sum []byte) bool {
+	return hmac.Equal(sum, q.sign(body)) || q.accepted != nil && hmac.Equal(sum, mac(q.accepted, body))
 }
 
 // stateOf reports whether the request continues a call the gateway parked,
@@ -152,7 +159,7 @@ func (q *questions) stateOf(req *mcp.Request) (id int64, round int, ours bool, e
 	enc := base64.RawURLEncoding.Strict() // no other spelling of the same bytes passes
 	body, err1 := enc.DecodeString(body64)
 	sum, err2 := enc.DecodeString(mac64)
-	if !ok || err1 != nil || err2 != nil || !hmac.Equal(sum, q.sign(body)) {
+	if !ok || err1 != nil || err2 != nil || !q.signed(body, sum) {
 		return 0, 0, true, tampered
 	}
 	parts := strings.Split(string(body), ".")

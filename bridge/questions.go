@@ -31,6 +31,7 @@ import (
 //     child (inputs.go).
 type questions struct {
 	key      []byte // signs the requestState of parked calls; set once
+	accepted []byte // verifies them too, never signs; nil: none; set once
 	instance string // names this process in the requestState it signs; set once
 
 	mu     sync.Mutex
@@ -40,8 +41,8 @@ type questions struct {
 	inputs map[*call]*inputs     // a modern child's input requests that a legacy client is answering
 }
 
-func newQuestions(key []byte) *questions {
-	q := &questions{key: key, byID: map[string]*ask{}, open: map[*exchange]*asking{}, parked: map[int64]*exchange{}, inputs: map[*call]*inputs{}}
+func newQuestions(key, accepted []byte) *questions {
+	q := &questions{key: key, accepted: accepted, byID: map[string]*ask{}, open: map[*exchange]*asking{}, parked: map[int64]*exchange{}, inputs: map[*call]*inputs{}}
 	if q.key == nil {
 		q.key = make([]byte, 32)
 		_, _ = rand.Read(q.key) // crypto/rand.Read never fails (Go 1.24+)

@@ -98,3 +98,24 @@ func dataOf(e *jsonrpc.Error) string {
 	}
 	return string(e.Data)
 }
+
+// A replica whose key is being changed accepts the states signed with the
+// other key: a retry that reaches it is told where its call waits, not
+// that its state is forged.
+func TestStateKeyBeingChanged(t *testing.T) {
+	t.Parallel()
+	oldKey, newKey := []byte("the key being retired, 32+ bytes"), []byte("the key taking over, 32+ bytes!!")
+	opts := legacy()
+	opts.StateKey = oldKey
+	a := newWorld(t, opts, autoReply{initialize: true})
+	changing := legacy()
+	changing.StateKey, changing.AcceptedStateKey = newKey, oldKey
+	b := newWorld(t, changing, autoReply{initialize: true})
+	_, state := park(t, a, a.child())
+	retry := `{"jsonrpc":"2.0","id":"second","method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"` + state + `"}}`
+	_, err := callOn(b.b, context.Background(), request(t, retry), modernAsker)
+	var e *jsonrpc.Error
+	if !errors.As(err, &e) || !strings.Contains(string(e.Data), `"reason":"parked_elsewhere"`) {
+		t.Errorf("a retry on a replica that accepts the old key: %v", err)
+	}
+}

@@ -67,6 +67,7 @@ type Options struct {
 	// signed with SessionKey, so that replicas sharing the key serve each
 	// other's sessions (see sessionid.go).
 	SessionKey  []byte        // nil: a random key, valid in this process only
+	AcceptedKey []byte        // another key whose ids are accepted, never signed with (a secret being changed); nil: none
 	SessionTTL  time.Duration // 0: 24h; a session id is valid this long after initialize
 	MaxSessions int           // 0: 10000; sessions this process holds something for at once (calls in flight, a log level, an end)
 
@@ -112,6 +113,7 @@ func (o *Options) defaults() {
 func New(b Backend, opts Options) http.Handler {
 	opts.defaults()
 	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.SessionKey, opts.SessionTTL, opts.MaxSessions)}
+	h.sessions.accepted = opts.AcceptedKey
 	opts.Meter.SessionsLive(func() float64 { return float64(h.sessions.live()) })
 	r := chi.NewRouter()
 	// The meter sits outside Recoverer, so that it sees the 500 a panic

@@ -28,9 +28,10 @@ import (
 // are bounded by max: the cap is on the sessions a replica holds something
 // for, which is what costs memory.
 type sessions struct {
-	key []byte
-	ttl time.Duration
-	max int
+	key      []byte
+	accepted []byte // another key whose ids open too (a secret being changed); nil: none
+	ttl      time.Duration
+	max      int
 
 	warned atomic.Int64 // when a foreign id was last logged at warn, Unix seconds
 
@@ -79,6 +80,9 @@ func (ss *sessions) create(revision string, caps, info []byte) (string, *rpcFail
 // another key signed it, it has expired, or its client ended it here.
 func (ss *sessions) open(id string) (*session, error) {
 	c, err := open(ss.key, id)
+	if errors.Is(err, errForeignSession) && ss.accepted != nil {
+		c, err = open(ss.accepted, id)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -413,5 +414,30 @@ func TestSessionEndsAreKept(t *testing.T) {
 	}
 	if got := s.caller(req).LogLevel; got != "error" {
 		t.Errorf("an id without a level takes the replica's latest: got %q", got)
+	}
+}
+
+// Changing the secret: a replica that accepts the other key opens the ids
+// signed with it, and signs with its own; one that does not refuses them.
+func TestSessionKeyBeingChanged(t *testing.T) {
+	t.Parallel()
+	oldKey, newKey := []byte("the key being retired, 32+ bytes"), []byte("the key taking over, 32+ bytes!!")
+	before := newSessions(oldKey, time.Hour, 10)
+	during := newSessions(newKey, time.Hour, 10)
+	during.accepted = oldKey
+	after := newSessions(newKey, time.Hour, 10)
+	oldID, _ := before.create("2025-11-25", nil, nil)
+	newID, _ := during.create("2025-11-25", nil, nil)
+	if _, err := during.open(oldID); err != nil {
+		t.Errorf("a replica accepting the old key refused its id: %v", err)
+	}
+	if _, err := open(oldKey, newID); err == nil {
+		t.Error("a replica signed with the key it only accepts")
+	}
+	if _, err := after.open(newID); err != nil {
+		t.Errorf("the new key's id: %v", err)
+	}
+	if _, err := after.open(oldID); !errors.Is(err, errForeignSession) {
+		t.Errorf("a replica that no longer accepts the old key opened its id: %v", err)
 	}
 }

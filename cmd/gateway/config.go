@@ -52,10 +52,12 @@ type Config struct {
 	ShutdownGrace   time.Duration `split_words:"true" default:"10s" desc:"on SIGINT or SIGTERM, how long calls in flight may take to finish before they are cancelled (new calls are refused and /readyz is 503 meanwhile; a second signal ends it); 0: none"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"10s" desc:"after the grace period, how long to wait for answers to reach clients"`
 
-	Secret      string        `desc:"the key replicas share, at least 32 bytes: it signs 2025 session ids and the requestState of parked calls, so any replica with the same key serves them; empty: a random key, valid in this process only"`
-	SecretFile  string        `split_words:"true" desc:"a file holding the key instead (a mounted Secret); whitespace around it is ignored"`
-	SessionTTL  time.Duration `split_words:"true" default:"24h" desc:"a 2025 client's session id is valid this long after initialize, on every replica; then the client gets 404 and initializes again"`
-	MaxSessions int           `split_words:"true" default:"10000" desc:"2025 sessions one gateway holds something for at once (calls in flight, a log level); when full, the one used longest ago without a call in flight makes room; as many sessions ended by DELETE are remembered until they expire"`
+	Secret           string        `desc:"the key replicas share, at least 32 bytes: it signs 2025 session ids and the requestState of parked calls, so any replica with the same key serves them; empty: a random key, valid in this process only"`
+	SecretFile       string        `split_words:"true" desc:"a file holding the key instead (a mounted Secret); whitespace around it is ignored"`
+	SecretAccept     string        `split_words:"true" desc:"another key accepted, never signed with, for changing GATEWAY_SECRET without refusing what replicas signed with the other (see the README)"`
+	SecretAcceptFile string        `split_words:"true" desc:"a file holding that key instead"`
+	SessionTTL       time.Duration `split_words:"true" default:"24h" desc:"a 2025 client's session id is valid this long after initialize, on every replica; then the client gets 404 and initializes again"`
+	MaxSessions      int           `split_words:"true" default:"10000" desc:"2025 sessions one gateway holds something for at once (calls in flight, a log level); when full, the one used longest ago without a call in flight makes room; as many sessions ended by DELETE are remembered until they expire"`
 
 	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp answers to, comma-separated (* for any); empty: localhost names on a loopback address, any otherwise"`
 	AllowedOrigins []string `split_words:"true" desc:"browser Origins allowed on /mcp, comma-separated scheme://host[:port] (* for any); empty: localhost origins on a loopback address, same-origin otherwise"`

@@ -109,13 +109,21 @@ func TestKeys(t *testing.T) {
 	if r1.shared || len(r1.session) != 32 || bytes.Equal(r1.session, r2.session) {
 		t.Error("without a secret, each process does not get a random key of its own")
 	}
+	rotating, err := loadKeys(Config{Secret: "the next secret, at least 32 bytes long", SecretAcceptFile: file})
+	if err != nil || !bytes.Equal(rotating.accepted.session, fromEnv.session) || !bytes.Equal(rotating.accepted.requestState, fromEnv.requestState) ||
+		bytes.Equal(rotating.session, fromEnv.session) {
+		t.Errorf("GATEWAY_SECRET_ACCEPT_FILE does not accept the other secret's keys, or signs with them (%v)", err)
+	}
 	for name, cfg := range map[string]Config{
-		"too short":   {Secret: "short"},
-		"both":        {Secret: secret, SecretFile: file},
-		"no file":     {SecretFile: file + ".missing"},
-		"empty file":  {SecretFile: os.DevNull},
-		"short file":  {SecretFile: writeFile(t, "short\n")},
-		"only spaces": {SecretFile: writeFile(t, "  \n")},
+		"accept without a secret": {SecretAccept: secret},
+		"accept too short":        {Secret: secret, SecretAccept: "short"},
+		"accept twice":            {Secret: secret, SecretAccept: secret, SecretAcceptFile: file},
+		"too short":               {Secret: "short"},
+		"both":                    {Secret: secret, SecretFile: file},
+		"no file":                 {SecretFile: file + ".missing"},
+		"empty file":              {SecretFile: os.DevNull},
+		"short file":              {SecretFile: writeFile(t, "short\n")},
+		"only spaces":             {SecretFile: writeFile(t, "  \n")},
 	} {
 		if _, err := loadKeys(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -143,9 +151,10 @@ func TestRetiredSetting(t *testing.T) {
 // The child never sees the key.
 func TestChildEnvironHasNoSecret(t *testing.T) {
 	t.Setenv("GATEWAY_SECRET", "a secret that replicas share, at least 32 bytes")
+	t.Setenv("GATEWAY_SECRET_ACCEPT_FILE", "/run/secrets/old")
 	t.Setenv("GATEWAY_OTHER", "kept")
 	env := childEnviron()
-	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GATEWAY_SECRET=") }) || !slices.Contains(env, "GATEWAY_OTHER=kept") {
+	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GATEWAY_SECRET") }) || !slices.Contains(env, "GATEWAY_OTHER=kept") {
 		t.Errorf("child environment: %v", env)
 	}
 }

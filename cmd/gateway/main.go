@@ -97,8 +97,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if !k.shared {
 		log.Info("no GATEWAY_SECRET: 2025 sessions and parked calls are valid on this gateway process only")
-	} else if err := hideEnviron(); err != nil {
-		log.Warn("cannot hide the gateway's environment from processes of its user; a child could read GATEWAY_SECRET there", "err", err)
+	} else if k.accepted.session != nil {
+		log.Info("GATEWAY_SECRET_ACCEPT is set: what was signed with that key is accepted too (remove it once every replica signs with GATEWAY_SECRET and GATEWAY_SESSION_TTL has passed)")
+	}
+	if k.shared {
+		if err := hideEnviron(); err != nil {
+			log.Warn("cannot hide the gateway's environment from processes of its user; a child could read GATEWAY_SECRET there", "err", err)
+		}
 	}
 	return serve(ctx, cfg, k, argv, log)
 }
@@ -297,6 +302,7 @@ func newBridge(cfg Config, k keys, argv []string, log *slog.Logger, obs bridge.O
 		MaxListens:       cfg.MaxListens,
 		ClientVersion:    version,
 		StateKey:         k.requestState,
+		AcceptedStateKey: k.accepted.requestState,
 		Logger:           log,
 		Observer:         obs,
 	})
@@ -316,6 +322,7 @@ func newHandler(cfg Config, k keys, b *bridge.Bridge, m *metrics.Metrics, loopba
 		AllowedHosts:   cfg.AllowedHosts,
 		AllowedOrigins: cfg.AllowedOrigins,
 		SessionKey:     k.session,
+		AcceptedKey:    k.accepted.session,
 		SessionTTL:     cfg.SessionTTL,
 		MaxSessions:    cfg.MaxSessions,
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,13 @@ func TestReplicasShareTheKey(t *testing.T) {
 	a := startGateway(t, []string{secret}, child...)
 	b := startGateway(t, []string{secret}, child...)
 	c := startGateway(t, []string{"GATEWAY_SECRET=another secret, for another gateway!!"}, child...)
+	// A replica changing its secret: it signs with the new one and still
+	// accepts the old one, from a file.
+	old := t.TempDir() + "/old"
+	if err := os.WriteFile(old, []byte(strings.TrimPrefix(secret, "GATEWAY_SECRET=")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startGateway(t, []string{"GATEWAY_SECRET=the secret that takes over, 32+ bytes", "GATEWAY_SECRET_ACCEPT_FILE=" + old}, child...)
 
 	type answer struct {
 		status int
@@ -60,6 +68,13 @@ func TestReplicasShareTheKey(t *testing.T) {
 	}
 	if got := post(c.URL, echo, "Mcp-Session-Id", sid); got.status != 404 {
 		t.Errorf("the gateway with another secret: %d %v, want 404", got.status, got.body)
+	}
+	if got := post(d.URL, echo, "Mcp-Session-Id", sid); got.status != 200 {
+		t.Errorf("the gateway that accepts the old secret: %d %v, want 200", got.status, got.body)
+	}
+	dInit := post(d.URL, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if got := post(a.URL, echo, "Mcp-Session-Id", dInit.header.Get("Mcp-Session-Id")); got.status != 404 {
+		t.Errorf("a gateway that signs with its new secret was trusted by one that does not accept it: %d", got.status)
 	}
 
 	modern := []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "test_elicitation"}

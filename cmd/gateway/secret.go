@@ -16,44 +16,59 @@ const minSecretBytes = 32
 
 // keys are what the gateway signs with. Each use has a key of its own,
 // derived from the one secret, so that nothing one signs (a session id)
-// can ever pass for another (a requestState).
+// can ever pass for another (a requestState). The keys derived from
+// GATEWAY_SECRET_ACCEPT are accepted, never signed with: replicas change
+// their secret without refusing what the others signed.
 type keys struct {
 	session      []byte
 	requestState []byte
-	shared       bool // from GATEWAY_SECRET(_FILE), rather than random
+	accepted     struct{ session, requestState []byte } // nil: none
+	shared       bool                                   // from GATEWAY_SECRET(_FILE), rather than random
 }
 
 // loadKeys derives the keys from GATEWAY_SECRET or GATEWAY_SECRET_FILE;
 // without either, from a random secret that lives as long as the process.
 func loadKeys(cfg Config) (keys, error) {
-	secret, err := readSecret(cfg)
+	secret, err := readSecret(cfg.Secret, cfg.SecretFile, "GATEWAY_SECRET")
+	if err != nil {
+		return keys{}, err
+	}
+	accept, err := readSecret(cfg.SecretAccept, cfg.SecretAcceptFile, "GATEWAY_SECRET_ACCEPT")
 	if err != nil {
 		return keys{}, err
 	}
 	k := keys{shared: secret != nil}
 	if secret == nil {
+		if accept != nil {
+			return keys{}, errors.New("GATEWAY_SECRET_ACCEPT needs GATEWAY_SECRET (or its _FILE): a key to sign with")
+		}
 		secret = make([]byte, minSecretBytes)
 		_, _ = rand.Read(secret) // crypto/rand.Read never fails (Go 1.24+)
 	}
 	k.session = derive(secret, "2025 session id")
 	k.requestState = derive(secret, "requestState")
+	if accept != nil {
+		k.accepted.session = derive(accept, "2025 session id")
+		k.accepted.requestState = derive(accept, "requestState")
+	}
 	return k, nil
 }
 
-func readSecret(cfg Config) ([]byte, error) {
+// readSecret reads the secret the variable name (or name_FILE) gives, or
+// nil when neither is set.
+func readSecret(value, file, name string) ([]byte, error) {
 	// A value pasted or mounted from a file often ends in a newline; the
 	// same secret given either way must make the same keys.
-	secret, from := strings.TrimSpace(cfg.Secret), "GATEWAY_SECRET"
+	secret, from := strings.TrimSpace(value), name
 	switch {
-	case cfg.Secret != "" && cfg.SecretFile != "":
-		return nil, errors.New("set GATEWAY_SECRET or GATEWAY_SECRET_FILE, not both")
-	case cfg.SecretFile != "":
-		b, err := os.ReadFile(cfg.SecretFile)
+	case value != "" && file != "":
+		return nil, fmt.Errorf("set %s or %s_FILE, not both", name, name)
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("GATEWAY_SECRET_FILE: %w", err)
+			return nil, fmt.Errorf("%s_FILE: %w", name, err)
 		}
-		// A file written by hand or by kubectl often ends in a newline.
-		secret, from = strings.TrimSpace(string(b)), "GATEWAY_SECRET_FILE "+cfg.SecretFile
+		secret, from = strings.TrimSpace(string(b)), name+"_FILE "+file
 		if secret == "" {
 			return nil, fmt.Errorf("%s is empty", from)
 		}
@@ -72,15 +87,15 @@ func derive(secret []byte, use string) []byte {
 	return mac.Sum(nil)
 }
 
-// childEnviron is the gateway's environment without the secret or where
-// it lies: the child is another program, and the key is the gateway's
+// childEnviron is the gateway's environment without the secrets or where
+// they lie: the child is another program, and the key is the gateway's
 // alone. (A child running as the gateway's user can still read a secret
 // file; see hideEnviron for the gateway's own environment.)
 func childEnviron() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if name != "GATEWAY_SECRET" && name != "GATEWAY_SECRET_FILE" {
+		if !strings.HasPrefix(name, "GATEWAY_SECRET") {
 			env = append(env, kv)
 		}
 	}
