@@ -81,18 +81,24 @@ func copyContext(dir string) error {
 			return nil
 		}
 		to := filepath.Join(dir, rel)
-		switch {
-		case e.IsDir():
-			return os.MkdirAll(to, 0o755)
-		case e.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, to)
-		}
-		return copyFile(p, to)
+		return copyEntry(p, to, e)
 	})
+}
+
+// copyEntry copies one entry of a walk: a directory is made, a symlink
+// made again, a file copied.
+func copyEntry(from, to string, e fs.DirEntry) error {
+	switch {
+	case e.IsDir():
+		return os.MkdirAll(to, 0o755)
+	case e.Type()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(from)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, to)
+	}
+	return copyFile(from, to)
 }
 
 func copyFile(from, to string) error {
@@ -204,17 +210,7 @@ func copyInto(from, dest, name string) error {
 			return err
 		}
 		to := filepath.Join(dest, rel)
-		switch {
-		case e.IsDir():
-			return os.MkdirAll(to, 0o755)
-		case e.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, to)
-		}
-		return copyFile(p, to)
+		return copyEntry(p, to, e)
 	})
 }
 

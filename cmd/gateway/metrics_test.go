@@ -276,17 +276,7 @@ func TestMetricsFollowTheGateway(t *testing.T) {
 	// call in flight, a log level.
 	inSession := func(ctx context.Context, sid, body string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
+		return postInSession(t, ctx, g.URL, sid, body)
 	}
 	init := inSession(context.Background(), "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"m","version":"1"}}}`)
 	init.Body.Close()
@@ -432,18 +422,7 @@ func TestMetricsOfEachEnding(t *testing.T) {
 
 	post := func(ctx context.Context, sid, body string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		return resp
+		return postInSession(t, ctx, g.URL, sid, body)
 	}
 	started := func(resp *http.Response) *sseReader {
 		t.Helper()
@@ -486,4 +465,22 @@ func TestMetricsOfEachEnding(t *testing.T) {
 		t.Errorf("the call's last event = %q, want -32000", last)
 	}
 	m.step("a child's death under a call", moves("gateway_calls_total", `outcome="child_unavailable",reason=""`, 1))
+}
+
+// postInSession POSTs body to url's /mcp in the 2025 session sid ("" for
+// none), taking JSON or a stream; the body is closed when the test ends.
+func postInSession(t *testing.T, ctx context.Context, url, sid, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
