@@ -24,16 +24,17 @@ const (
 	ParamRequestID       = "requestId"       // notifications/cancelled
 	ParamReason          = "reason"          // notifications/cancelled
 	ParamNotifications   = "notifications"   // subscriptions/listen
+	ParamRef             = "ref"             // completion/complete: the prompt or resource completed
 )
 
 // readParams and readMeta are the members Read finds, in the order of the
 // arrays in Request.
-const nParams, nMeta = 14, 7
+const nParams, nMeta = 15, 7
 
 func readParams() [nParams]string {
 	return [nParams]string{ParamName, ParamURI, ParamTaskID, ParamArguments, ParamMeta, ParamRequestState,
 		ParamInputResponses, ParamLevel, ParamProtocolVersion, ParamCapabilities, ParamClientInfo,
-		ParamRequestID, ParamReason, ParamNotifications}
+		ParamRequestID, ParamReason, ParamNotifications, ParamRef}
 }
 
 func readMeta() [nMeta]string {
