@@ -21,7 +21,7 @@ func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 		asked, _ := req.String(mcp.ParamProtocolVersion)
 		caps, _ := req.Param(mcp.ParamCapabilities)
 		info, _ := req.Param(mcp.ParamClientInfo)
-		sid, f := h.sessions.create(mcp.Negotiated(asked), caps, info)
+		sid, f := h.sessions.create(mcp.Negotiated(asked), callerOf(r.Context()).owner(), caps, info)
 		if f != nil {
 			writeError(w, f.status, req.ID, f.err)
 			return
@@ -86,6 +86,11 @@ func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []by
 		return nil, true
 	}
 	s, err := h.sessions.open(sid)
+	if err == nil && s.claims.owner != callerOf(r.Context()).owner() {
+		// A session is its caller's: another caller holding its id learns
+		// nothing from it, not even that it exists.
+		err = errOtherCaller
+	}
 	if err != nil {
 		if errors.Is(err, errForeignSession) && h.sessions.shouldWarn(time.Now()) {
 			// Replicas whose secrets differ refuse each other's sessions:
@@ -115,7 +120,7 @@ func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
 		h.methodNotAllowed(w, r)
 		return
 	}
-	if err := h.sessions.end(sid); err != nil {
+	if err := h.sessions.end(sid, callerOf(r.Context()).owner()); err != nil {
 		if errors.Is(err, errTooManyEnded.err) {
 			writeError(w, errTooManyEnded.status, nil, errTooManyEnded.err)
 			return

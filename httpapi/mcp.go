@@ -49,6 +49,14 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(e.Code), msg.ID, e)
 		return
 	}
+	if msg.Kind == jsonrpc.KindRequest {
+		a := &audited{ResponseWriter: w}
+		defer h.audit(r, req, a, len(body), time.Now())
+		w = a
+	}
+	if !h.authorize(w, r, req) {
+		return
+	}
 	switch {
 	case msg.Kind == jsonrpc.KindNotification:
 		h.notification(w, r, req)
@@ -178,8 +186,9 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 	if t != nil {
 		t.track(req.ID, c)
 	}
+	filter := h.listFilter(r, req.Method)
 	if c.Streams() && caller.CanStream {
-		h.stream(w, r, c, req.ID, nil)
+		h.stream(w, r, c, req.ID, nil, filter)
 		return
 	}
 	for {
@@ -189,7 +198,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 			// Something must reach the client before the answer (a question
 			// it is asked): nothing is written yet, so the answer can still
 			// become a stream.
-			h.stream(w, r, c, req.ID, notes)
+			h.stream(w, r, c, req.ID, notes, filter)
 			return
 		}
 		if !done {
@@ -199,10 +208,17 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 			h.fail(w, r, req.ID, err)
 			return
 		}
+		if filter != nil {
+			if resp, err = filter(resp); err != nil {
+				h.fail(w, r, req.ID, err)
+				return
+			}
+		}
 		status := http.StatusOK
 		if caller.Modern {
 			status = childErrorStatus(c.ErrorCode())
 		}
+		childError(w, c.ErrorCode())
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
 		writeJSON(w, status, resp)
 		return
@@ -210,8 +226,9 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 }
 
 // stream answers with SSE: the call's notifications as they come, then the
-// response, then the end of the stream. Only this goroutine writes to w.
-func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call, id []byte, first [][]byte) {
+// response (through filter, when there is one), then the end of the
+// stream. Only this goroutine writes to w.
+func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call, id []byte, first [][]byte, filter func([]byte) ([]byte, error)) {
 	h.opts.Meter.StreamOpened()
 	defer h.opts.Meter.StreamClosed()
 	sse := newSSE(w, h.opts.ClientTimeout)
@@ -250,13 +267,19 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call,
 		if !done {
 			continue
 		}
+		if err == nil && filter != nil {
+			resp, err = filter(resp)
+		}
 		switch {
 		case err == nil:
+			childError(w, c.ErrorCode())
 			_ = sse.event(resp)
 		case r.Context().Err() != nil:
 			// The client is gone; nothing can reach it.
 		default:
-			_ = sse.event(jsonrpc.NewErrorResponse(id, asRPCError(err)))
+			e := asRPCError(err)
+			gatewayError(w, e.Code)
+			_ = sse.event(jsonrpc.NewErrorResponse(id, e))
 		}
 		return
 	}
@@ -294,6 +317,12 @@ func statusFor(code int) int {
 		return http.StatusGatewayTimeout
 	case jsonrpc.CodeTooLarge:
 		return http.StatusBadGateway
+	case jsonrpc.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case jsonrpc.CodeForbidden:
+		return http.StatusForbidden
+	case jsonrpc.CodeRateLimited:
+		return http.StatusTooManyRequests
 	case jsonrpc.CodeCancelled:
 		// The client asked for this ending with its own
 		// notifications/cancelled: an outcome, not a failure.
@@ -303,6 +332,7 @@ func statusFor(code int) int {
 }
 
 func writeError(w http.ResponseWriter, status int, id []byte, e *jsonrpc.Error) {
+	gatewayError(w, e.Code)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -71,6 +72,17 @@ type Options struct {
 	SessionTTL  time.Duration // 0: 24h; a session id is valid this long after initialize
 	MaxSessions int           // 0: 10000; sessions this process holds something for at once (calls in flight, a log level, an end)
 
+	// Who may call (see auth.go): nil lets anyone in. AuthMetrics puts
+	// /metrics behind it too.
+	Auth        Authenticator
+	AuthMetrics bool
+
+	// Per-client limits (see limits.go): nil, none. A client is its
+	// authenticated name, or its address; X-Forwarded-For is believed
+	// only from TrustedProxies.
+	Limiter        Limiter
+	TrustedProxies []netip.Prefix
+
 	// DNS-rebinding protection on /mcp (see guardOrigin).
 	Loopback       bool     // the listener is on a loopback address
 	AllowedHosts   []string // Host names served; empty: local names on loopback, any otherwise; "*": any
@@ -123,12 +135,27 @@ func New(b Backend, opts Options) http.Handler {
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
 	// as long as the call, and chi's Timeout writes a 504 after the fact.
-	r.With(h.guardOrigin).Post("/mcp", h.mcp)
-	r.With(h.guardOrigin).Delete("/mcp", h.endSession)
+	// Every route that reaches the child is guarded, then authenticated,
+	// then limited, in that order: a rebinding page learns nothing, and a
+	// limit keys on who the caller is.
+	guarded := r.With(h.guardOrigin, h.authenticate, h.limit)
+	guarded.Post("/mcp", h.mcp)
+	guarded.Delete("/mcp", h.endSession)
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
+	if opts.Auth != nil {
+		if paths, body, ok := opts.Auth.Metadata(); ok {
+			for _, p := range paths {
+				r.Get(p, h.metadata(body))
+			}
+		}
+	}
 	if opts.Metrics != nil {
-		r.Method(http.MethodGet, "/metrics", opts.Metrics)
+		if opts.AuthMetrics {
+			r.With(h.authenticate).Method(http.MethodGet, "/metrics", opts.Metrics)
+		} else {
+			r.Method(http.MethodGet, "/metrics", opts.Metrics)
+		}
 	}
 	return r
 }

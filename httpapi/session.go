@@ -64,12 +64,12 @@ func newSessions(key []byte, ttl time.Duration, max int) *sessions {
 
 // create starts a session for a legacy client's initialize: a fresh id
 // that holds it. Nothing is kept.
-func (ss *sessions) create(revision string, caps, info []byte) (string, *rpcFailure) {
+func (ss *sessions) create(revision, owner string, caps, info []byte) (string, *rpcFailure) {
 	nonce, err := newNonce()
 	if err != nil {
 		return "", refuse(http.StatusInternalServerError, jsonrpc.CodeInternalError, err.Error(), nil)
 	}
-	id, err := seal(ss.key, claims{nonce: nonce, revision: revision, expires: time.Now().Add(ss.ttl), caps: caps, info: info})
+	id, err := seal(ss.key, claims{nonce: nonce, revision: revision, expires: time.Now().Add(ss.ttl), owner: owner, caps: caps, info: info})
 	if errors.Is(err, errSessionTooBig) {
 		return "", refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams, err.Error(), nil)
 	}
@@ -98,6 +98,10 @@ func (ss *sessions) open(id string) (*session, error) {
 }
 
 var errSessionEnded = errors.New("the session was ended by its client")
+
+// errOtherCaller is a session id used by another caller than the one that
+// made it. It reads as unknown on purpose.
+var errOtherCaller = errors.New("no session with this id belongs to this caller")
 
 // recordLocked returns the session's record, making one if need be. A
 // full table makes room by forgetting the record used longest ago that
@@ -159,10 +163,13 @@ var errTooManySessions = &rpcFailure{http.StatusServiceUnavailable, jsonrpc.Gate
 // cannot be told (they share a key, not a store): there the id stays
 // valid until it expires, which gives its holder nothing a new initialize
 // would not.
-func (ss *sessions) end(id string) error {
+func (ss *sessions) end(id, owner string) error {
 	s, err := ss.open(id)
 	if err != nil {
 		return err
+	}
+	if s.claims.owner != owner {
+		return errOtherCaller
 	}
 	ss.mu.Lock()
 	if len(ss.ended) >= ss.max {

@@ -223,7 +223,7 @@ func TestSessionIDs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		key := []byte("a key for the session tests, 32+")
 		ss := newSessions(key, time.Hour, 10)
-		sid, f := ss.create("2025-11-25", []byte(`{}`), []byte(`{"name":"c"}`))
+		sid, f := ss.create("2025-11-25", "", []byte(`{}`), []byte(`{"name":"c"}`))
 		if f != nil {
 			t.Fatal(f.err)
 		}
@@ -242,7 +242,7 @@ func TestSessionIDs(t *testing.T) {
 
 	ss := newSessions([]byte("a key for the session tests, 32+"), time.Hour, 10)
 	icon := `"data:image/png;base64,` + strings.Repeat("A", 2*maxSessionID) + `"`
-	sid, f := ss.create("2025-11-25", []byte(`{}`), []byte(`{"name":"c","version":"1.0","icons":[{"src":`+icon+`}]}`))
+	sid, f := ss.create("2025-11-25", "", []byte(`{}`), []byte(`{"name":"c","version":"1.0","icons":[{"src":`+icon+`}]}`))
 	if f != nil {
 		t.Fatalf("a large clientInfo: %v", f.err)
 	}
@@ -250,7 +250,7 @@ func TestSessionIDs(t *testing.T) {
 	if err != nil || string(s.claims.info) != `{"name":"c","version":"1.0"}` {
 		t.Errorf("a large clientInfo was kept as %s (%v), want its name and version", s.claims.info, err)
 	}
-	_, f = ss.create("2025-11-25", []byte(`{"experimental":{"x":`+icon+`}}`), nil)
+	_, f = ss.create("2025-11-25", "", []byte(`{"experimental":{"x":`+icon+`}}`), nil)
 	if f == nil || f.status != http.StatusBadRequest || f.err.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("capabilities too large for an id: %+v", f)
 	}
@@ -263,7 +263,7 @@ func TestSessionRecordsAreBounded(t *testing.T) {
 	t.Parallel()
 	ss := newSessions([]byte("a key for the session tests, 32+"), time.Hour, 2)
 	open := func() *session {
-		sid, f := ss.create("2025-11-25", nil, nil)
+		sid, f := ss.create("2025-11-25", "", nil, nil)
 		if f != nil {
 			t.Fatal(f.err)
 		}
@@ -335,7 +335,7 @@ func TestSessionIDHasOneSpelling(t *testing.T) {
 	t.Parallel()
 	key := []byte("a key for the session tests, 32+")
 	ss := newSessions(key, time.Hour, 10)
-	sid, f := ss.create("2025-11-25", []byte(`{}`), nil)
+	sid, f := ss.create("2025-11-25", "", []byte(`{}`), nil)
 	if f != nil {
 		t.Fatal(f.err)
 	}
@@ -361,7 +361,7 @@ func TestSessionEndsAreKept(t *testing.T) {
 	key := []byte("a key for the session tests, 32+")
 	ss := newSessions(key, time.Hour, 2)
 	mint := func() (string, *session) {
-		sid, f := ss.create("2025-11-25", nil, nil)
+		sid, f := ss.create("2025-11-25", "", nil, nil)
 		if f != nil {
 			t.Fatal(f.err)
 		}
@@ -372,7 +372,7 @@ func TestSessionEndsAreKept(t *testing.T) {
 		return sid, s
 	}
 	a, _ := mint()
-	if err := ss.end(a); err != nil {
+	if err := ss.end(a, ""); err != nil {
 		t.Fatal(err)
 	}
 	_, b := mint()
@@ -391,11 +391,11 @@ func TestSessionEndsAreKept(t *testing.T) {
 		t.Fatal("an ended session was served again once others needed room")
 	}
 	d, _ := mint()
-	if err := ss.end(d); err != nil {
+	if err := ss.end(d, ""); err != nil {
 		t.Fatal(err)
 	}
 	e, _ := mint()
-	if err := ss.end(e); err == nil || err != errTooManyEnded.err {
+	if err := ss.end(e, ""); err == nil || err != errTooManyEnded.err {
 		t.Errorf("a full table of ends took another: %v", err)
 	}
 
@@ -426,8 +426,8 @@ func TestSessionKeyBeingChanged(t *testing.T) {
 	during := newSessions(newKey, time.Hour, 10)
 	during.accepted = oldKey
 	after := newSessions(newKey, time.Hour, 10)
-	oldID, _ := before.create("2025-11-25", nil, nil)
-	newID, _ := during.create("2025-11-25", nil, nil)
+	oldID, _ := before.create("2025-11-25", "", nil, nil)
+	newID, _ := during.create("2025-11-25", "", nil, nil)
 	if _, err := during.open(oldID); err != nil {
 		t.Errorf("a replica accepting the old key refused its id: %v", err)
 	}

@@ -24,7 +24,8 @@ import (
 //
 // The object's members are the gateway's own: n (a random nonce naming
 // the session), v (the negotiated revision), e (expiry, Unix seconds), l
-// (the log level, when set) and c and i, the client's capabilities and
+// (the log level, when set), o (a digest of the caller that made it, when
+// the gateway authenticates) and c and i, the client's capabilities and
 // clientInfo exactly as it sent them.
 const sessionPrefix = "s1."
 
@@ -38,6 +39,7 @@ type claims struct {
 	revision string
 	expires  time.Time
 	logLevel string
+	owner    string // see caller.owner; "" without authentication
 	caps     []byte // raw JSON, or nil
 	info     []byte // raw JSON, or nil
 }
@@ -85,6 +87,10 @@ func sealed(key []byte, c claims) string {
 	if c.logLevel != "" {
 		b.WriteString(`,"l":`)
 		b.Write(jsonrpc.Quote(c.logLevel))
+	}
+	if c.owner != "" {
+		b.WriteString(`,"o":`)
+		b.Write(jsonrpc.Quote(c.owner))
 	}
 	// The client's own JSON is copied as it came, never re-encoded.
 	if c.caps != nil {
@@ -153,6 +159,7 @@ func open(key []byte, id string) (claims, error) {
 		V string          `json:"v"`
 		E int64           `json:"e"`
 		L string          `json:"l"`
+		O string          `json:"o"`
 		C json.RawMessage `json:"c"`
 		I json.RawMessage `json:"i"`
 	}
@@ -161,5 +168,5 @@ func open(key []byte, id string) (claims, error) {
 		// with something else.
 		return claims{}, fmt.Errorf("%w: its signed contents do not decode", errForeignSession)
 	}
-	return claims{nonce: v.N, revision: v.V, expires: time.Unix(v.E, 0), logLevel: v.L, caps: v.C, info: v.I}, nil
+	return claims{nonce: v.N, revision: v.V, expires: time.Unix(v.E, 0), logLevel: v.L, owner: v.O, caps: v.C, info: v.I}, nil
 }

@@ -19,12 +19,15 @@ const (
 // Every gateway-made error also carries data.source = "gateway" and a
 // data.reason word, so it cannot be mistaken for one the child sent.
 const (
-	CodeUnavailable = -32000 // no child to serve the call, or it went away mid-call
-	CodeTimeout     = -32001 // no answer in time; the child was told to cancel
-	CodeOverloaded  = -32003 // too many calls in flight
-	CodeTooLarge    = -32004 // the child's answer exceeded the message size limit
-	CodeShutdown    = -32005 // the gateway is stopping
-	CodeCancelled   = -32006 // the client cancelled the call
+	CodeUnavailable  = -32000 // no child to serve the call, or it went away mid-call
+	CodeTimeout      = -32001 // no answer in time; the child was told to cancel
+	CodeOverloaded   = -32003 // too many calls in flight
+	CodeTooLarge     = -32004 // the child's answer exceeded the message size limit
+	CodeShutdown     = -32005 // the gateway is stopping
+	CodeCancelled    = -32006 // the client cancelled the call
+	CodeUnauthorized = -32007 // no valid credentials (HTTP 401)
+	CodeForbidden    = -32008 // outside the caller's policy (HTTP 403)
+	CodeRateLimited  = -32009 // the caller sent more than its limit allows (HTTP 429)
 )
 
 // Error is a JSON-RPC error object. Errors the gateway makes are values of

@@ -59,7 +59,8 @@ const (
 // AccessOf says how a request of method relates to a policy.
 func AccessOf(method string) Access {
 	switch method {
-	case MethodInitialize, MethodDiscover, MethodPing, MethodSetLevel:
+	case MethodInitialize, MethodDiscover, MethodPing, MethodSetLevel,
+		NoteInitialized, NoteCancelled, NoteProgress, NoteRootsChanged:
 		return AccessOpen
 	case MethodToolsCall, MethodPromptsGet, MethodResourcesRead, MethodSubscribe, MethodUnsubscribe,
 		MethodComplete, MethodListen:

@@ -72,7 +72,7 @@ func TestAccessOf(t *testing.T) {
 	for method, want := range map[string]Access{
 		MethodToolsCall: AccessTargets, MethodToolsList: AccessList, MethodTemplatesList: AccessList,
 		MethodDiscover: AccessOpen, MethodTasksGet: AccessOpen, MethodListen: AccessTargets,
-		"admin/exec": AccessUnknown, "tasks/": AccessUnknown,
+		"admin/exec": AccessUnknown, NoteCancelled: AccessOpen, "notifications/custom": AccessUnknown, "tasks/": AccessUnknown,
 	} {
 		if got := AccessOf(method); got != want {
 			t.Errorf("AccessOf(%q) = %v, want %v", method, got, want)

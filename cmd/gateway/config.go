@@ -64,6 +64,30 @@ type Config struct {
 
 	AdminAddr string `split_words:"true" desc:"when set, /metrics and /debug/pprof/ are served on this address (host:port) and not on GATEWAY_ADDR"`
 
+	AuthTokens      []string      `split_words:"true" desc:"bearer tokens that may call, comma-separated; each name:token (the name shows in logs) or just token"`
+	AuthTokensFile  string        `split_words:"true" desc:"a file of such tokens, one per line (# comments); re-read when it changes and on SIGHUP"`
+	AuthPolicyFile  string        `split_words:"true" desc:"a JSON file saying which tools, resources and prompts each token (by name) or JWT scope may use (see the README); re-read with the tokens; empty: every caller may use everything"`
+	AuthPoll        time.Duration `split_words:"true" default:"5s" desc:"how often the tokens and policy files are checked for change"`
+	OAuthIssuer     string        `split_words:"true" desc:"accept OAuth JWT access tokens from this issuer (its URL, the iss they carry)"`
+	OAuthResource   string        `split_words:"true" desc:"the gateway's resource URL (such as https://mcp.example.com/mcp): the aud the tokens must carry; required with GATEWAY_OAUTH_ISSUER"`
+	OAuthJWKSURL    string        `split_words:"true" desc:"where the issuer's keys are; empty: from the issuer's metadata"`
+	OAuthAlgorithms []string      `split_words:"true" default:"RS256,ES256" desc:"JWS algorithms accepted (asymmetric only)"`
+	OAuthLeeway     time.Duration `split_words:"true" default:"30s" desc:"clock skew allowed on a token's exp, nbf and iat"`
+	OAuthScopes     []string      `split_words:"true" desc:"scopes_supported in the Protected Resource Metadata"`
+	RequireAuth     bool          `split_words:"true" desc:"refuse to start on a non-loopback address with no authentication configured (otherwise a warning)"`
+	AuthMetrics     bool          `split_words:"true" desc:"/metrics on GATEWAY_ADDR needs credentials too"`
+
+	RateLimit           float64       `split_words:"true" desc:"calls per client per second (a token bucket; a client is its token's name, or its address); 0: no limit"`
+	RateBurst           int           `split_words:"true" desc:"calls a client may make at once before the rate applies; 0: the rate rounded up"`
+	MaxStreamsPerClient int           `split_words:"true" default:"64" desc:"requests one client may have open at once on /mcp; 0: no limit"`
+	TrustedProxies      []string      `split_words:"true" desc:"addresses or CIDRs of proxies whose X-Forwarded-For names the client, comma-separated"`
+	MaxHeaderBytes      int           `split_words:"true" default:"32768" desc:"largest request header block; larger ones get 431"`
+	HeaderTimeout       time.Duration `split_words:"true" default:"10s" desc:"a request's headers must arrive within this (streams are not affected)"`
+	IdleTimeout         time.Duration `split_words:"true" default:"2m" desc:"a keep-alive connection with no request for this long is closed (streams are not affected)"`
+
+	ChildEnv []string `split_words:"true" desc:"what the child's environment holds beyond PATH, HOME, locale, TZ and the like: names copied from the gateway's environment, or NAME=value; never GATEWAY_*"`
+	ChildDir string   `split_words:"true" desc:"the child's working directory; empty: the gateway's"`
+
 	LogLevel  string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 	LogFormat string `split_words:"true" default:"text" desc:"text or json"`
 }
@@ -104,7 +128,8 @@ func (c *Config) validate() error {
 		"GATEWAY_CHILD_WRITE_TIMEOUT": c.ChildWriteTimeout, "GATEWAY_CLIENT_TIMEOUT": c.ClientTimeout,
 		"GATEWAY_SSE_KEEP_ALIVE": c.SSEKeepAlive, "GATEWAY_STDIN_GRACE": c.StdinGrace,
 		"GATEWAY_TERM_GRACE": c.TermGrace, "GATEWAY_SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
-		"GATEWAY_QUEUE_TIMEOUT": c.QueueTimeout,
+		"GATEWAY_QUEUE_TIMEOUT": c.QueueTimeout, "GATEWAY_AUTH_POLL": c.AuthPoll,
+		"GATEWAY_HEADER_TIMEOUT": c.HeaderTimeout, "GATEWAY_IDLE_TIMEOUT": c.IdleTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %v", name, d))
@@ -114,7 +139,7 @@ func (c *Config) validate() error {
 		"GATEWAY_MAX_MESSAGE_BYTES": int64(c.MaxMessageBytes), "GATEWAY_MAX_BODY_BYTES": c.MaxBodyBytes,
 		"GATEWAY_STDERR_LINE_BYTES": int64(c.StderrLineBytes), "GATEWAY_MAX_SESSIONS": int64(c.MaxSessions),
 		"GATEWAY_WORKERS": int64(c.Workers), "GATEWAY_MAX_IN_FLIGHT": int64(c.MaxInFlight),
-		"GATEWAY_MAX_LISTENS": int64(c.MaxListens),
+		"GATEWAY_MAX_LISTENS": int64(c.MaxListens), "GATEWAY_MAX_HEADER_BYTES": int64(c.MaxHeaderBytes),
 	} {
 		if n <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))
@@ -122,6 +147,15 @@ func (c *Config) validate() error {
 	}
 	if c.SessionTTL < time.Second {
 		errs = append(errs, fmt.Errorf("GATEWAY_SESSION_TTL must be at least 1s (a session id's expiry counts in seconds), not %v", c.SessionTTL))
+	}
+	if c.MaxHeaderBytes > 64<<10 {
+		errs = append(errs, fmt.Errorf("GATEWAY_MAX_HEADER_BYTES must be at most 65536, not %d", c.MaxHeaderBytes))
+	}
+	if c.RateLimit < 0 || c.RateBurst < 0 || c.MaxStreamsPerClient < 0 {
+		errs = append(errs, errors.New("GATEWAY_RATE_LIMIT, GATEWAY_RATE_BURST and GATEWAY_MAX_STREAMS_PER_CLIENT must not be negative"))
+	}
+	if c.OAuthLeeway < 0 || c.OAuthLeeway > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("GATEWAY_OAUTH_LEEWAY must be from 0 to 5m, not %v", c.OAuthLeeway))
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("GATEWAY_SHUTDOWN_GRACE must not be negative, not %v", c.ShutdownGrace))

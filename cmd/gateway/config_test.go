@@ -147,14 +147,3 @@ func TestRetiredSetting(t *testing.T) {
 		t.Errorf("loadConfig error %v does not name the replacement", err)
 	}
 }
-
-// The child never sees the key.
-func TestChildEnvironHasNoSecret(t *testing.T) {
-	t.Setenv("GATEWAY_SECRET", "a secret that replicas share, at least 32 bytes")
-	t.Setenv("GATEWAY_SECRET_ACCEPT_FILE", "/run/secrets/old")
-	t.Setenv("GATEWAY_OTHER", "kept")
-	env := childEnviron()
-	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GATEWAY_SECRET") }) || !slices.Contains(env, "GATEWAY_OTHER=kept") {
-		t.Errorf("child environment: %v", env)
-	}
-}

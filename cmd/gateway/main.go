@@ -105,7 +105,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			log.Warn("cannot hide the gateway's environment from processes of its user; a child could read GATEWAY_SECRET there", "err", err)
 		}
 	}
-	return serve(ctx, cfg, k, argv, log)
+	g, err := newGuard(cfg, log)
+	if err != nil {
+		usage(stderr)
+		return fmt.Errorf("configuration: %w", err)
+	}
+	ch, err := newChild(cfg, argv, log)
+	if err != nil {
+		usage(stderr)
+		return fmt.Errorf("configuration: %w", err)
+	}
+	return serve(ctx, cfg, k, g, ch, log)
 }
 
 // childCommand picks the child: the words after --, else GATEWAY_COMMAND,
@@ -134,9 +144,9 @@ func childCommand(cfg Config, childArgs []string, log *slog.Logger) ([]string, e
 	return []string{self, "demo"}, nil
 }
 
-func serve(ctx context.Context, cfg Config, k keys, argv []string, log *slog.Logger) error {
+func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog.Logger) error {
 	m := metrics.New(cfg.Workers)
-	b := newBridge(cfg, k, argv, log, m)
+	b := newBridge(cfg, k, ch, log, m)
 	m.Watch(b)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -152,13 +162,25 @@ func serve(ctx context.Context, cfg Config, k keys, argv []string, log *slog.Log
 		}
 	}
 	tcp, _ := ln.Addr().(*net.TCPAddr)
-	srv := newServer(newHandler(cfg, k, b, m, tcp != nil && tcp.IP.IsLoopback(), log), log)
-	log.Info("listening", "addr", ln.Addr().String(), "child", argv, "era", cfg.Era, "workers", b.Workers(), "version", version)
+	loopback := tcp != nil && tcp.IP.IsLoopback()
+	if err := checkExposure(cfg, loopback, g.auth != nil, ln.Addr().String(), log); err != nil {
+		ln.Close()
+		if adminLn != nil {
+			adminLn.Close()
+		}
+		b.Close(context.Background())
+		return err
+	}
+	if g.auth != nil {
+		defer watchAuth(ctx, g.auth, log)()
+	}
+	srv := newServer(cfg, newHandler(cfg, k, g, b, m, loopback, log), log)
+	log.Info("listening", "addr", ln.Addr().String(), "child", ch.argv, "era", cfg.Era, "workers", b.Workers(), "version", version)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
 	var admin *http.Server
 	if adminLn != nil {
-		admin = newServer(adminHandler(m), log)
+		admin = newServer(cfg, adminHandler(m), log)
 		log.Info("admin listening", "addr", adminLn.Addr().String(), "admin", true)
 		go func() { served <- admin.Serve(adminLn) }()
 	}
@@ -198,12 +220,18 @@ func serve(ctx context.Context, cfg Config, k keys, argv []string, log *slog.Log
 	return nil
 }
 
-func newServer(h http.Handler, log *slog.Logger) *http.Server {
+func newServer(cfg Config, h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Handler: h,
+		// Both apply only between requests (the headers of a request, the
+		// wait for the next on a kept-alive connection), never to a stream
+		// being written.
+		ReadHeaderTimeout: cfg.HeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		// net/http answers 431 beyond it (it reads up to 4 KiB more
+		// before it tells).
+		MaxHeaderBytes: cfg.MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		// No ReadTimeout or WriteTimeout: they would cut SSE streams; the
 		// handlers set per-request deadlines instead.
 	}
@@ -268,7 +296,8 @@ func drain(b *bridge.Bridge, grace time.Duration, log *slog.Logger) {
 
 // newBridge starts the children: argv, as many as cfg says, supervised;
 // obs (nil: nobody) is told what happens.
-func newBridge(cfg Config, k keys, argv []string, log *slog.Logger, obs bridge.Observer) *bridge.Bridge {
+func newBridge(cfg Config, k keys, ch child, log *slog.Logger, obs bridge.Observer) *bridge.Bridge {
+	argv := ch.argv
 	start := func(ctx context.Context) (bridge.Transport, error) {
 		clog := log.With("child", argv[0])
 		if w, ok := bridge.WorkerOf(ctx); ok {
@@ -277,7 +306,8 @@ func newBridge(cfg Config, k keys, argv []string, log *slog.Logger, obs bridge.O
 		return stdio.Start(stdio.Config{
 			Path:            argv[0],
 			Args:            argv[1:],
-			Env:             childEnviron(),
+			Env:             ch.env,
+			Dir:             ch.dir,
 			MaxMessageBytes: cfg.MaxMessageBytes,
 			StderrLineBytes: cfg.StderrLineBytes,
 			StdinGrace:      cfg.StdinGrace,
@@ -312,8 +342,10 @@ func newBridge(cfg Config, k keys, argv []string, log *slog.Logger, obs bridge.O
 // counted), which it serves on /metrics unless an admin address does.
 // loopback says whether the listener is on a loopback address (see
 // httpapi.Options).
-func newHandler(cfg Config, k keys, b *bridge.Bridge, m *metrics.Metrics, loopback bool, log *slog.Logger) http.Handler {
+func newHandler(cfg Config, k keys, g guard, b *bridge.Bridge, m *metrics.Metrics, loopback bool, log *slog.Logger) http.Handler {
 	opts := httpapi.Options{
+		AuthMetrics:    cfg.AuthMetrics,
+		TrustedProxies: g.proxies,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		KeepAlive:      cfg.SSEKeepAlive,
 		ClientTimeout:  cfg.ClientTimeout,
@@ -325,6 +357,13 @@ func newHandler(cfg Config, k keys, b *bridge.Bridge, m *metrics.Metrics, loopba
 		AcceptedKey:    k.accepted.session,
 		SessionTTL:     cfg.SessionTTL,
 		MaxSessions:    cfg.MaxSessions,
+	}
+	// Typed nils would make non-nil interfaces.
+	if g.auth != nil {
+		opts.Auth = g.auth
+	}
+	if g.limiter != nil {
+		opts.Limiter = g.limiter
 	}
 	if m != nil {
 		opts.Meter = m

@@ -86,18 +86,3 @@ func derive(secret []byte, use string) []byte {
 	mac.Write([]byte("stdiomcp gateway key: " + use))
 	return mac.Sum(nil)
 }
-
-// childEnviron is the gateway's environment without the secrets or where
-// they lie: the child is another program, and the key is the gateway's
-// alone. (A child running as the gateway's user can still read a secret
-// file; see hideEnviron for the gateway's own environment.)
-func childEnviron() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "GATEWAY_SECRET") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}

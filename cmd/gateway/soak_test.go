@@ -54,8 +54,8 @@ func TestSoak(t *testing.T) {
 	cfg.RestartDelayMin, cfg.RestartDelayMax = 10*time.Millisecond, 200*time.Millisecond
 	rec := &logRecorder{}
 	log := slog.New(rec)
-	pool := newBridge(cfg, keys{}, []string{gatewayBin, "demo"}, log, nil)
-	srv := httptest.NewServer(newHandler(cfg, keys{}, pool, nil, true, log))
+	pool := newBridge(cfg, keys{}, child{argv: []string{gatewayBin, "demo"}}, log, nil)
+	srv := httptest.NewServer(newHandler(cfg, keys{}, guard{}, pool, nil, true, log))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	ready, cancelReady := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelReady()

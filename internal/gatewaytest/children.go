@@ -44,7 +44,8 @@ func ChildCommand(t testing.TB, name string) (env []string, args []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []string{ChildEnv + "=" + name}, []string{"--", exe}
+	// The gateway hands its child only what GATEWAY_CHILD_ENV names.
+	return []string{ChildEnv + "=" + name, "GATEWAY_CHILD_ENV=" + ChildEnv}, []string{"--", exe}
 }
 
 // runGoSDKServer is a third-party stdio MCP server written with the official

@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+// audited is the response writer of a call being audited: it counts what
+// goes out and keeps how the call ended, for one line in the log. No
+// payload is kept.
+type audited struct {
+	http.ResponseWriter
+	status  int
+	bytes   int64
+	code    int  // the JSON-RPC error code of the answer, 0 for a result
+	gateway bool // the gateway made that error, not the child
+}
+
+func (a *audited) WriteHeader(status int) {
+	if a.status == 0 {
+		a.status = status
+	}
+	a.ResponseWriter.WriteHeader(status)
+}
+
+func (a *audited) Write(b []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	n, err := a.ResponseWriter.Write(b)
+	a.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines,
+// flushes) through the wrapper.
+func (a *audited) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// gatewayError and childError note how the call ended, on the writer
+// that is audited (any other writer ignores it).
+func gatewayError(w http.ResponseWriter, code int) {
+	if a, ok := w.(*audited); ok {
+		a.code, a.gateway = code, true
+	}
+}
+
+func childError(w http.ResponseWriter, code int) {
+	if a, ok := w.(*audited); ok && code != 0 {
+		a.code, a.gateway = code, false
+	}
+}
+
+// audit logs one line for a call once it has ended: who made it (never
+// their credential), what it used, how it ended, how long it took and the
+// bytes each way.
+func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, start time.Time) {
+	outcome := "ok"
+	switch {
+	case a.code == jsonrpc.CodeForbidden && a.gateway:
+		outcome = "denied"
+	case a.code == jsonrpc.CodeCancelled && a.gateway:
+		outcome = "cancelled"
+	case a.gateway:
+		outcome = "refused"
+		if a.status >= 500 {
+			outcome = "failed"
+		}
+	case a.code != 0:
+		outcome = "error"
+	case r.Context().Err() != nil:
+		outcome = "client_gone" // it left before its answer was written
+	}
+	attrs := []any{"who", callerOf(r.Context()).who(), "method", req.Method}
+	if targets, err := mcp.Targets(req); err == nil && len(targets) > 0 {
+		// One key per kind: a listen may name several resources.
+		names := map[mcp.Kind][]string{}
+		for _, t := range targets {
+			names[t.Kind] = append(names[t.Kind], t.Name)
+		}
+		for _, k := range []mcp.Kind{mcp.KindTool, mcp.KindResource, mcp.KindPrompt} {
+			switch n := names[k]; len(n) {
+			case 0:
+			case 1:
+				attrs = append(attrs, k.String(), n[0])
+			default:
+				attrs = append(attrs, k.String(), n)
+			}
+		}
+	}
+	attrs = append(attrs, "outcome", outcome, "status", a.status)
+	if a.code != 0 {
+		attrs = append(attrs, "code", a.code)
+	}
+	attrs = append(attrs, "dur", time.Since(start).Round(time.Microsecond), "bytes_in", in, "bytes_out", a.bytes)
+	h.log.InfoContext(r.Context(), "audit", attrs...)
+}

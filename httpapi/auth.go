@@ -1,0 +1,173 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+
+	"github.com/stdiomcp/gateway/auth"
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+// Authenticator says who a request comes from and what it may use;
+// *auth.Authenticator is one.
+type Authenticator interface {
+	Authenticate(ctx context.Context, authorization string) (auth.Identity, error)
+	// Challenge is the WWW-Authenticate value of a 401, Forbidden that of
+	// a 403 for a target outside the caller's policy.
+	Challenge(e *auth.Error) string
+	Forbidden(k auth.Kind, name string) string
+	// Metadata is the Protected Resource Metadata (RFC 9728) and the
+	// paths it is served on; ok is false when OAuth is off.
+	Metadata() (paths []string, body []byte, ok bool)
+}
+
+type identityKey struct{}
+
+// caller is who sent a request: authenticated, or anyone when the
+// gateway has no authentication.
+type caller struct {
+	id            auth.Identity
+	authenticated bool
+}
+
+func callerOf(ctx context.Context) caller {
+	c, _ := ctx.Value(identityKey{}).(caller)
+	return c
+}
+
+// rules is what the caller may use: everything when nobody authenticates.
+func (c caller) rules() auth.Rules {
+	if !c.authenticated {
+		return auth.All()
+	}
+	return c.id.Rules
+}
+
+// who names the caller in logs: never the credential.
+func (c caller) who() string {
+	if !c.authenticated {
+		return "anonymous"
+	}
+	return c.id.Kind + ":" + c.id.Name
+}
+
+// owner is what binds a 2025 session to the caller that made it, so that
+// another caller holding the id cannot use it: a digest, since the id is
+// readable by its holder. Empty without authentication.
+func (c caller) owner() string {
+	if !c.authenticated {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(c.id.Kind + "\x00" + c.id.Name))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+// authenticate lets through only requests with valid credentials, and
+// tells the handlers who sent them. A missing or bad credential gets 401
+// with a challenge that says how to get one; the credential itself is
+// never logged nor passed on (only the body reaches the child).
+func (h *handlers) authenticate(next http.Handler) http.Handler {
+	if h.opts.Auth == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := h.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			var ae *auth.Error
+			if !errors.As(err, &ae) {
+				ae = &auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the credentials could not be checked"}
+			}
+			h.log.InfoContext(r.Context(), "refused a request without valid credentials",
+				"reason", ae.Description, "path", r.URL.Path, "remote", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(ae))
+			msg := "authentication required: send Authorization: Bearer <token>"
+			if ae.Description != "" {
+				msg = "unauthorized: " + ae.Description
+			}
+			writeError(w, http.StatusUnauthorized, nil, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "unauthorized", msg))
+			return
+		}
+		ctx := context.WithValue(r.Context(), identityKey{}, caller{id: id, authenticated: true})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// authorize refuses, with 403, a request for something outside the
+// caller's policy; it reports whether the request may go on. The policy
+// reads the body (never the Mcp-Name header, which only mirrors it).
+func (h *handlers) authorize(w http.ResponseWriter, r *http.Request, req *mcp.Request) bool {
+	c := callerOf(r.Context())
+	rules := c.rules()
+	if rules.Unrestricted() {
+		return true
+	}
+	deny := func(challenge, msg string) bool {
+		h.log.InfoContext(r.Context(), "refused a request outside the caller's policy", "who", c.who(), "method", req.Method, "why", msg)
+		if h.opts.Auth != nil {
+			w.Header().Set("WWW-Authenticate", challenge)
+		}
+		writeError(w, http.StatusForbidden, req.ID, jsonrpc.GatewayError(jsonrpc.CodeForbidden, "forbidden", msg))
+		return false
+	}
+	switch mcp.AccessOf(req.Method) {
+	case mcp.AccessOpen, mcp.AccessList:
+		return true
+	case mcp.AccessTargets:
+		targets, err := mcp.Targets(req)
+		if err != nil {
+			e := asRPCError(err)
+			writeError(w, statusFor(e.Code), req.ID, e)
+			return false
+		}
+		for _, t := range targets {
+			k := authKind(t.Kind)
+			if !rules.Allows(k, t.Name) {
+				return deny(h.opts.Auth.Forbidden(k, t.Name), "this caller may not use the "+t.Kind.String()+" "+quote(t.Name))
+			}
+		}
+		return true
+	}
+	return deny(h.opts.Auth.Forbidden(auth.Tool, ""), "this caller may not send "+quote(req.Method)+": its policy names tools, resources and prompts, not other methods")
+}
+
+// listFilter is what a list response is passed through for the caller, or
+// nil when the caller may see everything.
+func (h *handlers) listFilter(r *http.Request, method string) func([]byte) ([]byte, error) {
+	rules := callerOf(r.Context()).rules()
+	if rules.Unrestricted() || mcp.AccessOf(method) != mcp.AccessList {
+		return nil
+	}
+	return func(resp []byte) ([]byte, error) {
+		out, _, err := mcp.FilterList(method, resp, func(t mcp.Target) bool { return rules.Allows(authKind(t.Kind), t.Name) })
+		if err != nil {
+			return nil, jsonrpc.GatewayError(jsonrpc.CodeInternalError, "unreadable_list",
+				"the server's list could not be read to show only what this caller may use: "+err.Error())
+		}
+		return out, nil
+	}
+}
+
+func authKind(k mcp.Kind) auth.Kind {
+	switch k {
+	case mcp.KindResource:
+		return auth.Resource
+	case mcp.KindPrompt:
+		return auth.Prompt
+	}
+	return auth.Tool
+}
+
+func quote(s string) string { return string(jsonrpc.Quote(s)) }
+
+// metadata serves the Protected Resource Metadata; it needs no
+// credentials, since it says how to get them.
+func (h *handlers) metadata(body []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		writeJSON(w, http.StatusOK, body)
+	}
+}

@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/stdiomcp/gateway/clientlimit"
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// Limiter holds per-client limits; *clientlimit.Limiter is one.
+type Limiter interface {
+	// Allow takes one call from key's budget, or says how long until
+	// there is one.
+	Allow(key string) (ok bool, retryAfter time.Duration)
+	// Open counts a request key has open until release; ok is false when
+	// key has as many open as it may.
+	Open(key string) (release func(), ok bool)
+}
+
+// clientKey names the client a limit counts against: the caller's name
+// when it authenticated (one token used from many addresses is one
+// client), its address otherwise.
+func (h *handlers) clientKey(r *http.Request) string {
+	if c := callerOf(r.Context()); c.authenticated {
+		return c.who()
+	}
+	return "addr:" + clientlimit.Addr(r, h.opts.TrustedProxies)
+}
+
+// limit refuses, with 429, a client over its rate or with too many
+// requests open; it runs after authentication, so that it keys on who the
+// caller is.
+func (h *handlers) limit(next http.Handler) http.Handler {
+	if h.opts.Limiter == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := h.clientKey(r)
+		if ok, wait := h.opts.Limiter.Allow(key); !ok {
+			h.log.InfoContext(r.Context(), "refused a call over the client's rate limit", "client", key, "retry_after", wait)
+			w.Header().Set("Retry-After", clientlimit.RetryAfterSeconds(wait))
+			writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "rate_limited",
+				"too many calls from this client; retry after "+clientlimit.RetryAfterSeconds(wait)+"s"))
+			return
+		}
+		release, ok := h.opts.Limiter.Open(key)
+		if !ok {
+			h.log.InfoContext(r.Context(), "refused a request: the client has as many open as it may", "client", key)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "too_many_streams",
+				"this client has as many requests open as it may; close one or wait for one to finish"))
+			return
+		}
+		defer release()
+		next.ServeHTTP(w, r)
+	})
+}
