@@ -96,4 +96,5 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	}
 	attrs = append(attrs, "dur", time.Since(start).Round(time.Microsecond), "bytes_in", in, "bytes_out", a.bytes)
 	h.log.InfoContext(r.Context(), "audit", attrs...)
+	h.opts.Meter.CallAudited(callerOf(r.Context()).label(), outcome)
 }

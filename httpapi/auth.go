@@ -55,6 +55,18 @@ func (c caller) who() string {
 	return c.id.Kind + ":" + c.id.Name
 }
 
+// label names the caller in metrics, where names must be few: a static
+// token's name, "jwt" for every OAuth caller (subjects are unbounded).
+func (c caller) label() string {
+	switch {
+	case !c.authenticated:
+		return "anonymous"
+	case c.id.Kind == "token":
+		return c.id.Name
+	}
+	return c.id.Kind
+}
+
 // owner is what binds a 2025 session to the caller that made it, so that
 // another caller holding the id cannot use it: a digest, since the id is
 // readable by its holder. Empty without authentication.
@@ -83,6 +95,7 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 			}
 			h.log.InfoContext(r.Context(), "refused a request without valid credentials",
 				"reason", ae.Description, "path", r.URL.Path, "remote", r.RemoteAddr)
+			h.opts.Meter.Refused("unauthorized")
 			w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(ae))
 			msg := "authentication required: send Authorization: Bearer <token>"
 			if ae.Description != "" {

@@ -39,6 +39,7 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 		key := h.clientKey(r)
 		if ok, wait := h.opts.Limiter.Allow(key); !ok {
 			h.log.InfoContext(r.Context(), "refused a call over the client's rate limit", "client", key, "retry_after", wait)
+			h.opts.Meter.Refused("rate_limited")
 			w.Header().Set("Retry-After", clientlimit.RetryAfterSeconds(wait))
 			writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "rate_limited",
 				"too many calls from this client; retry after "+clientlimit.RetryAfterSeconds(wait)+"s"))
@@ -47,6 +48,7 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 		release, ok := h.opts.Limiter.Open(key)
 		if !ok {
 			h.log.InfoContext(r.Context(), "refused a request: the client has as many open as it may", "client", key)
+			h.opts.Meter.Refused("too_many_streams")
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "too_many_streams",
 				"this client has as many requests open as it may; close one or wait for one to finish"))

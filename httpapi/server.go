@@ -45,11 +45,18 @@ type Meter interface {
 	// SessionsLive is handed the count of 2025 sessions the handlers hold
 	// something for, read at each scrape.
 	SessionsLive(count func() float64)
+	// CallAudited counts a call by caller (see caller.label) and outcome
+	// (as in the audit line); Refused, a request refused before it was
+	// read (unauthorized, rate_limited, too_many_streams).
+	CallAudited(caller, outcome string)
+	Refused(reason string)
 }
 
 type noMeter struct{}
 
 func (noMeter) SessionsLive(func() float64) {}
+func (noMeter) CallAudited(string, string)  {}
+func (noMeter) Refused(string)              {}
 
 func (noMeter) Instrument(next http.Handler) http.Handler { return next }
 func (noMeter) StreamOpened()                             {}

@@ -32,6 +32,8 @@ type Metrics struct {
 	requests  *prometheus.CounterVec
 	durations *prometheus.HistogramVec
 	streams   prometheus.Gauge
+	byCaller  *prometheus.CounterVec
+	refused   *prometheus.CounterVec
 }
 
 // New makes a registry with the Go runtime's and the process's collectors
@@ -69,6 +71,14 @@ func New(workers int) *Metrics {
 			Name: "gateway_sse_streams_open",
 			Help: "Server-Sent Events responses being written.",
 		}),
+		byCaller: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_caller_calls_total",
+			Help: "Calls by caller (a static token's name, jwt for any OAuth token, anonymous without authentication) and outcome (as in the audit log: ok, error, denied, refused, failed, cancelled, client_gone).",
+		}, []string{"caller", "outcome"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_requests_refused_total",
+			Help: "Requests refused before they were read: unauthorized (no valid credentials), rate_limited, too_many_streams.",
+		}, []string{"reason"}),
 		endings: map[bridge.Ending]prometheus.Counter{},
 		fates:   map[bridge.ProgressFate]prometheus.Counter{},
 	}
@@ -86,10 +96,22 @@ func New(workers int) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.calls, m.progress, m.stdout, m.sizes, m.requests, m.durations, m.streams,
+		m.calls, m.progress, m.stdout, m.sizes, m.requests, m.durations, m.streams, m.byCaller, m.refused,
 	)
+	for _, reason := range []string{"unauthorized", "rate_limited", "too_many_streams"} {
+		m.refused.WithLabelValues(reason)
+	}
 	return m
 }
+
+// CallAudited counts a call by its caller and outcome. Callers are few:
+// static tokens by name, every JWT as one.
+func (m *Metrics) CallAudited(caller, outcome string) {
+	m.byCaller.WithLabelValues(caller, outcome).Inc()
+}
+
+// Refused counts a request refused before it was read.
+func (m *Metrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // Handler serves the registry in Prometheus's text format.
 func (m *Metrics) Handler() http.Handler {

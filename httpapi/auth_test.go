@@ -1,0 +1,317 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stdiomcp/gateway/auth"
+	"github.com/stdiomcp/gateway/clientlimit"
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+const (
+	ciToken    = "ci-token-0123456789abcdef0123456789"
+	adminToken = "admin-token-0123456789abcdef01234567"
+)
+
+// syncBuffer is a log sink that the handlers and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// guarded is a server whose callers are ci (echo, demo://a*, no prompts)
+// and admin (everything).
+func guarded(t *testing.T, f *fakeBackend, opts Options) (srv string, logs *syncBuffer) {
+	t.Helper()
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	err := os.WriteFile(policy, []byte(`{"tokens":{"ci":{"tools":["echo"],"resources":["demo://a*"]},
+		"admin":{"tools":["*"],"resources":["*"],"prompts":["*"]}}}`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Options{Tokens: []string{"ci:" + ciToken, "admin:" + adminToken}, PolicyFile: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs = &syncBuffer{}
+	opts.Auth = a
+	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	return newServer(t, f, opts).URL, logs
+}
+
+func bearer(token string) []string { return []string{"Authorization", "Bearer " + token} }
+
+// nothingReached fails when a call reached the backend.
+func nothingReached(t *testing.T, f *fakeBackend) {
+	t.Helper()
+	select {
+	case c := <-f.calls:
+		t.Fatalf("a call reached the child: %s", c.req.Raw)
+	default:
+	}
+}
+
+func TestCredentialsAreRequired(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv, logs := guarded(t, f, Options{})
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	for name, header := range map[string][]string{
+		"none":        nil,
+		"wrong":       bearer("not-a-token"),
+		"basic":       {"Authorization", "Basic Y2k6Y2k="},
+		"empty":       {"Authorization", "Bearer "},
+		"two":         {"Authorization", "Bearer " + ciToken + " " + ciToken},
+		"token as-is": {"Authorization", ciToken},
+	} {
+		resp := post(t, srv+"/mcp", "application/json", call, header...)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s: status %d, WWW-Authenticate %q", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+		if _, code := readRPCError(t, resp); code != jsonrpc.CodeUnauthorized {
+			t.Errorf("%s: code %d", name, code)
+		}
+		nothingReached(t, f)
+	}
+	// DELETE is guarded too.
+	req, _ := http.NewRequest(http.MethodDelete, srv+"/mcp", nil)
+	req.Header.Set(mcp.HeaderSession, "s1.x.y")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("DELETE without credentials: %d", resp.StatusCode)
+	}
+	// Health and readiness stay open.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(srv + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	if strings.Contains(logs.String(), ciToken) {
+		t.Errorf("a token reached the log:\n%s", logs)
+	}
+}
+
+// A caller's policy decides from the body what it may use; what is
+// outside it never reaches the child, and every call leaves an audit line
+// naming the caller, never its token.
+func TestPolicy(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv, logs := guarded(t, f, Options{})
+	for _, tc := range []struct {
+		name, body string
+		header     []string
+		status     int
+	}{
+		{"tool outside", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add"}}`, nil, 403},
+		{"header says echo, body says add", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add"}}`, []string{"Mcp-Name", "echo"}, 403},
+		{"case variant", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","Name":"add"}}`, nil, 400},
+		{"escaped twin", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","n\u0061me":"add"}}`, nil, 400},
+		{"resource outside", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"demo://b"}}`, nil, 403},
+		{"prompt", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet"}}`, nil, 403},
+		{"completion of a prompt", `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"a","value":""}}}`, nil, 403},
+		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"admin/exec","params":{}}`, nil, 403},
+		{"unknown notification", `{"jsonrpc":"2.0","method":"notifications/custom"}`, nil, 403},
+	} {
+		resp := post(t, srv+"/mcp", "application/json", tc.body, append(bearer(ciToken), tc.header...)...)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.status)
+		}
+		if tc.status == 403 && !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="insufficient_scope"`) {
+			t.Errorf("%s: WWW-Authenticate %q", tc.name, resp.Header.Get("WWW-Authenticate"))
+		}
+		nothingReached(t, f)
+	}
+
+	// Allowed: the tool, and a resource by pattern.
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"demo://abc"}}`,
+	} {
+		go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":2,"result":{}}`), nil) }()
+		if resp := post(t, srv+"/mcp", "application/json", body, bearer(ciToken)...); resp.StatusCode != 200 {
+			t.Errorf("%s: status %d", body, resp.StatusCode)
+		}
+	}
+	// The admin may call what ci may not.
+	go func() {
+		c := f.next(t)
+		if bytes.Contains(c.req.Raw, []byte(adminToken)) {
+			t.Errorf("the token reached the child: %s", c.req.Raw)
+		}
+		c.finish([]byte(`{"jsonrpc":"2.0","id":3,"result":{}}`), nil)
+	}()
+	if resp := post(t, srv+"/mcp", "application/json", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"add"}}`, bearer(adminToken)...); resp.StatusCode != 200 {
+		t.Errorf("admin: status %d", resp.StatusCode)
+	}
+
+	text := logs.String()
+	if strings.Contains(text, ciToken) || strings.Contains(text, adminToken) {
+		t.Errorf("a token reached the log:\n%s", text)
+	}
+	var denied, ok, admin bool
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] != "audit" {
+			continue
+		}
+		switch {
+		case rec["who"] == "token:ci" && rec["tool"] == "add" && rec["outcome"] == "denied" && rec["status"] == 403.0:
+			denied = true
+		case rec["who"] == "token:ci" && rec["tool"] == "echo" && rec["outcome"] == "ok" && rec["bytes_out"].(float64) > 0:
+			ok = true
+		case rec["who"] == "token:admin" && rec["tool"] == "add" && rec["outcome"] == "ok":
+			admin = true
+		}
+	}
+	if !denied || !ok || !admin {
+		t.Errorf("audit lines missing (denied %v, ok %v, admin %v):\n%s", denied, ok, admin, text)
+	}
+}
+
+// A list shows only what the caller may use; the entries kept are the
+// child's bytes.
+func TestListsAreFiltered(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv, _ := guarded(t, f, Options{})
+	list := `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"add"}],"nextCursor":"c"}}`
+	for _, tc := range []struct {
+		token, want string
+		accept      string
+	}{
+		{ciToken, `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}],"nextCursor":"c"}}`, "application/json"},
+		{adminToken, list, "application/json"},
+		{ciToken, `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}],"nextCursor":"c"}}`, "text/event-stream"},
+	} {
+		go func() { f.next(t).finish([]byte(list), nil) }()
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+		if tc.accept == "text/event-stream" {
+			body = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"progressToken":1}}}`
+		}
+		resp := post(t, srv+"/mcp", "application/json", body, append(bearer(tc.token), "Accept", tc.accept)...)
+		var got string
+		if tc.accept == "text/event-stream" {
+			events := readEvents(t, resp.Body, nil)
+			got = events[len(events)-1]
+		} else {
+			b, _ := io.ReadAll(resp.Body)
+			got = string(b)
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.accept, got, tc.want)
+		}
+	}
+	// A list the gateway cannot read is not passed on unfiltered.
+	go func() {
+		f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[],"tools":[{"name":"add"}]}}`), nil)
+	}()
+	resp := post(t, srv+"/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, bearer(ciToken)...)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 500 || bytes.Contains(b, []byte(`"add"`)) {
+		t.Errorf("ambiguous list: status %d, body %s", resp.StatusCode, b)
+	}
+}
+
+// A 2025 session belongs to the caller that made it.
+func TestSessionBelongsToItsCaller(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv, _ := guarded(t, f, Options{})
+	go func() {
+		f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"x","version":"1"}}}`), nil)
+	}()
+	resp := post(t, srv+"/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`, bearer(ciToken)...)
+	sid := resp.Header.Get(mcp.HeaderSession)
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	ping := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if resp := post(t, srv+"/mcp", "application/json", ping, append(bearer(adminToken), mcp.HeaderSession, sid)...); resp.StatusCode != 404 {
+		t.Errorf("another caller's session: status %d, want 404", resp.StatusCode)
+	}
+	nothingReached(t, f)
+	go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}`), nil) }()
+	if resp := post(t, srv+"/mcp", "application/json", ping, append(bearer(ciToken), mcp.HeaderSession, sid)...); resp.StatusCode != 200 {
+		t.Errorf("its own session: status %d", resp.StatusCode)
+	}
+}
+
+// Over the rate: 429 with Retry-After, and nothing reaches the child. A
+// client is its credential's name, so another token has a budget of its
+// own.
+func TestRateLimit(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv, _ := guarded(t, f, Options{Limiter: clientlimit.New(clientlimit.Options{Rate: 0.001, Burst: 1})})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil) }()
+	if resp := post(t, srv+"/mcp", "application/json", body, bearer(ciToken)...); resp.StatusCode != 200 {
+		t.Fatalf("first call: %d", resp.StatusCode)
+	}
+	resp := post(t, srv+"/mcp", "application/json", body, bearer(ciToken)...)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("second call: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if _, code := readRPCError(t, resp); code != jsonrpc.CodeRateLimited {
+		t.Errorf("code %d", code)
+	}
+	nothingReached(t, f)
+	go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil) }()
+	if resp := post(t, srv+"/mcp", "application/json", body, bearer(adminToken)...); resp.StatusCode != 200 {
+		t.Errorf("another caller: %d", resp.StatusCode)
+	}
+}
+
+// Streams per client: with one open, a second is refused.
+func TestStreamsPerClient(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv, _ := guarded(t, f, Options{Limiter: clientlimit.New(clientlimit.Options{MaxStreams: 1})})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	first := postInBackground(srv+"/mcp", body, bearer(ciToken)...)
+	c := f.next(t) // the first is open at the child
+	if resp := post(t, srv+"/mcp", "application/json", body, bearer(ciToken)...); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("second stream: %d", resp.StatusCode)
+	}
+	nothingReached(t, f)
+	// Another client is not held back by this one.
+	go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil) }()
+	if resp := post(t, srv+"/mcp", "application/json", body, bearer(adminToken)...); resp.StatusCode != 200 {
+		t.Errorf("another client: %d", resp.StatusCode)
+	}
+	c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+}
