@@ -1,0 +1,372 @@
+// Package auth decides who may call the gateway and what each caller may use.
+//
+// Callers present a bearer token: either one of the static tokens (from the
+// environment or a file that is re-read when it changes), or, with OAuth on, a
+// JWT access token from one issuer for this resource (RFC 9068 style), checked
+// against the issuer's published keys. A policy file maps token names and JWT
+// scopes to the tools, resources and prompts they may use.
+//
+// Answers follow RFC 6750 §3.1: no credentials get 401 with no error code, a
+// malformed Authorization header 400 invalid_request, a bad token 401
+// invalid_token. When the issuer's keys cannot be fetched, a JWT also gets 401
+// invalid_token ("the issuer's keys are unavailable") rather than 503: the
+// gateway cannot vouch for the token, the request must not go through, and
+// a 503 would tell load balancers and clients that the gateway itself is down
+// and invite blind retries, while every static-token caller is still served.
+// The cause is logged at error level for the operator.
+//
+// Locks: Authenticator.reloadMu serialises reloads and guards the poll
+// bookkeeping; jwks.mu guards the key fetch bookkeeping. Neither is held while
+// the other is taken, and jwks.mu is never held during network I/O. Requests
+// take no lock: they read the current token set, policy and keys through
+// atomic pointers, so a reload replaces them all at once.
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// Identity is an authenticated caller.
+type Identity struct {
+	Name   string   // the static token's name or the JWT's subject: what logs, metrics and rate limits key on; never the credential
+	Kind   string   // "token" or "jwt"; "none" when authentication is off
+	Scopes []string // a JWT's scopes ("scope" and "scp" claims, merged); nil for tokens
+	Rules  Rules    // what it may use, resolved from the policy when it authenticated
+}
+
+// Options configure an Authenticator.
+type Options struct {
+	Tokens     []string      // GATEWAY_AUTH_TOKENS entries ("name:token" or "token")
+	TokensFile string        // GATEWAY_AUTH_TOKENS_FILE
+	PolicyFile string        // GATEWAY_AUTH_POLICY_FILE
+	Poll       time.Duration // how often Run checks the files for change (0: 5s)
+	OAuth      *OAuth        // nil: no JWTs
+	Logger     *slog.Logger  // nil: discard
+	Client     *http.Client  // for JWKS and discovery; nil: one with a 10s timeout
+
+	// Now is the clock for token times and the JWKS fetch rate limit (nil:
+	// time.Now); tests move it instead of sleeping.
+	Now func() time.Time
+	// OnReload, when set, is called after every reload attempt (Reload, or a
+	// change Run's polling found) with its error; tests and metrics use it
+	// to learn that a reload happened without watching logs.
+	OnReload func(error)
+}
+
+// OAuth turns on JWT access tokens.
+type OAuth struct {
+	Issuer     string        // the iss tokens must carry; https (http only for localhost)
+	Resource   string        // this gateway's resource URL; aud must contain it exactly
+	JWKSURL    string        // "": discovered from the issuer's metadata
+	Algorithms []string      // nil: RS256, ES256
+	Leeway     time.Duration // clock skew allowed on exp, nbf, iat (0: 30s)
+	Scopes     []string      // scopes_supported in the Protected Resource Metadata
+}
+
+// Error is an authentication failure. Its text is safe to show the client: it
+// says what was wrong and never repeats the credential.
+type Error struct {
+	Status      int    // 401, or 400 for invalid_request (RFC 6750 §3.1)
+	Code        string // "" when no credentials were sent (RFC 6750 §3.1), "invalid_token", or "invalid_request"
+	Description string // for error_description and the response body
+	Reason      string // a short stable word (expired, audience, unknown_key...) for metrics labels and logs
+}
+
+func (e *Error) Error() string { return "auth: " + e.Description }
+
+func invalid(reason, desc string) *Error {
+	return &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: desc, Reason: reason}
+}
+
+// Authenticator checks credentials. It is safe for concurrent use.
+type Authenticator struct {
+	opts     Options
+	log      *slog.Logger
+	enabled  bool
+	verifier *verifier // nil when OAuth is off
+	meta     metadata
+
+	state atomic.Pointer[state]
+
+	reloadMu sync.Mutex
+	seenTok  stamp // what polling last saw of each file, under reloadMu
+	seenPol  stamp
+}
+
+// state is one consistent reading of the tokens and the policy; a reload
+// replaces it whole, so a request never sees new tokens with an old policy.
+type state struct {
+	tokens             *tokenSet
+	policy             *policy
+	tokStamp, polStamp stamp
+}
+
+// New checks the configuration and reads the files once. It makes no network
+// request: the issuer's keys are fetched on the first JWT and by Run, so the
+// gateway can start while the issuer is unreachable.
+func New(opts Options) (*Authenticator, error) {
+	a := &Authenticator{opts: opts, log: opts.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.opts.Poll == 0 {
+		a.opts.Poll = 5 * time.Second
+	}
+	if a.opts.Poll < 0 {
+		return nil, errors.New("auth: the poll interval is negative")
+	}
+	if a.opts.Now == nil {
+		a.opts.Now = time.Now
+	}
+	if a.opts.Client == nil {
+		a.opts.Client = &http.Client{Timeout: fetchTimeout}
+	}
+	a.enabled = len(opts.Tokens) > 0 || opts.TokensFile != "" || opts.OAuth != nil
+	if !a.enabled && opts.PolicyFile != "" {
+		// A policy nobody is authenticated against would protect nothing
+		// while looking as if it did.
+		return nil, errors.New("auth: a policy file needs static tokens or OAuth")
+	}
+	if opts.OAuth != nil {
+		v, m, err := newOAuth(*opts.OAuth, a.opts.Client, a.log, a.opts.Now)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		a.verifier, a.meta = v, m
+	}
+	st, err := a.load()
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	a.state.Store(st)
+	a.seenTok, a.seenPol = st.tokStamp, st.polStamp
+	st.policy.warnUnknownTokens(a.log, st.tokens.names())
+	return a, nil
+}
+
+func newOAuth(o OAuth, client *http.Client, log *slog.Logger, now func() time.Time) (*verifier, metadata, error) {
+	if err := checkURL(o.Issuer, "the issuer"); err != nil {
+		return nil, metadata{}, err
+	}
+	if o.Resource == "" {
+		return nil, metadata{}, errors.New("OAuth needs the resource URL (GATEWAY_OAUTH_RESOURCE)")
+	}
+	if err := checkURL(o.Resource, "the resource URL"); err != nil {
+		return nil, metadata{}, err
+	}
+	if o.JWKSURL != "" {
+		if err := checkURL(o.JWKSURL, "the JWKS URL"); err != nil {
+			return nil, metadata{}, err
+		}
+	}
+	if o.Leeway < 0 {
+		return nil, metadata{}, errors.New("the OAuth leeway is negative")
+	}
+	if o.Leeway == 0 {
+		o.Leeway = 30 * time.Second
+	}
+	names := o.Algorithms
+	if names == nil {
+		names = []string{"RS256", "ES256"}
+	}
+	var algs []jose.SignatureAlgorithm
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		switch {
+		case strings.EqualFold(n, "none"):
+			return nil, metadata{}, errors.New(`the algorithm "none" is refused: tokens must be signed`)
+		case strings.HasPrefix(strings.ToUpper(n), "HS"):
+			return nil, metadata{}, fmt.Errorf("the algorithm %q is refused: HMAC needs a shared secret, and would let a public key be used as one", n)
+		case !asymmetric[n]:
+			return nil, metadata{}, fmt.Errorf("the algorithm %q is not supported", n)
+		}
+		algs = append(algs, jose.SignatureAlgorithm(n))
+	}
+	if len(algs) == 0 {
+		return nil, metadata{}, errors.New("no OAuth algorithm is allowed")
+	}
+	for _, s := range o.Scopes {
+		if !validScope(s) {
+			return nil, metadata{}, fmt.Errorf("%q is not a scope (RFC 6749 §3.3)", s)
+		}
+	}
+	keys := &jwks{issuer: o.Issuer, client: client, log: log, now: now, jwksURL: o.JWKSURL}
+	v := &verifier{issuer: o.Issuer, resource: o.Resource, algs: algs, leeway: o.Leeway, keys: keys, now: now}
+	m, err := newMetadata(o)
+	return v, m, err
+}
+
+// Enabled reports whether any credential source is configured. When it is
+// not, Authenticate lets everyone in with every right, as the gateway did
+// before authentication existed.
+func (a *Authenticator) Enabled() bool { return a.enabled }
+
+// Tokens returns how many static tokens are loaded.
+func (a *Authenticator) Tokens() int { return a.state.Load().tokens.len() }
+
+// Authenticate checks the raw Authorization header value. Errors are *Error.
+func (a *Authenticator) Authenticate(ctx context.Context, authorization string) (Identity, error) {
+	if !a.enabled {
+		return Identity{Kind: "none", Rules: All()}, nil
+	}
+	if strings.TrimSpace(authorization) == "" {
+		return Identity{}, &Error{Status: http.StatusUnauthorized, Description: "no credentials were sent", Reason: "missing"}
+	}
+	token, err := bearer(authorization)
+	if err != nil {
+		desc := strings.TrimPrefix(err.Error(), errMalformed.Error()+": ")
+		return Identity{}, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc, Reason: "malformed"}
+	}
+	st := a.state.Load()
+	if name, ok := st.tokens.lookup(token); ok {
+		return Identity{Name: name, Kind: "token", Rules: st.policy.forToken(name)}, nil
+	}
+	if a.verifier == nil {
+		return Identity{}, invalid("unknown_token", "the token is not valid")
+	}
+	sub, scopes, e := a.verifier.verify(ctx, token)
+	if e != nil {
+		return Identity{}, e
+	}
+	return Identity{Name: sub, Kind: "jwt", Scopes: scopes, Rules: st.policy.forScopes(scopes)}, nil
+}
+
+// load reads every source into a new state; nothing is kept from a failed
+// read.
+func (a *Authenticator) load() (*state, error) {
+	b := newTokenBuilder()
+	for i, t := range a.opts.Tokens {
+		if err := b.add(t, fmt.Sprintf("GATEWAY_AUTH_TOKENS entry %d", i+1)); err != nil {
+			return nil, err
+		}
+	}
+	st := &state{}
+	if p := a.opts.TokensFile; p != "" {
+		data, s, err := readFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("the tokens file: %w", err)
+		}
+		if err := b.addFile(data, p); err != nil {
+			return nil, err
+		}
+		st.tokStamp = s
+	}
+	st.tokens = &b.set
+	if p := a.opts.PolicyFile; p != "" {
+		data, s, err := readFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("the policy file: %w", err)
+		}
+		pol, err := parsePolicy(data)
+		if err != nil {
+			return nil, fmt.Errorf("the policy file %s: %w", p, err)
+		}
+		st.policy, st.polStamp = pol, s
+	}
+	return st, nil
+}
+
+// Reload re-reads both files now (on SIGHUP). On error the previous tokens
+// and policy stay in force and the error is returned. When Reload returns
+// nil, the very next Authenticate sees the new set: a revoked token fails.
+func (a *Authenticator) Reload() error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	return a.reloadLocked()
+}
+
+func (a *Authenticator) reloadLocked() error {
+	st, err := a.load()
+	if err != nil {
+		err = fmt.Errorf("auth: reload: %w", err)
+		a.log.Error("auth: reload failed; the previous tokens and policy stay in force", "error", err)
+	} else {
+		a.state.Store(st)
+		a.seenTok, a.seenPol = st.tokStamp, st.polStamp
+		a.log.Info("auth: tokens and policy reloaded", "tokens", st.tokens.len(), "policy", st.policy != nil)
+		st.policy.warnUnknownTokens(a.log, st.tokens.names())
+	}
+	if a.opts.OnReload != nil {
+		a.opts.OnReload(err)
+	}
+	return err
+}
+
+// poll reloads when a watched file changed since it was last seen.
+func (a *Authenticator) poll() {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	tok := a.opts.TokensFile != "" && changed(a.opts.TokensFile, &a.seenTok)
+	pol := a.opts.PolicyFile != "" && changed(a.opts.PolicyFile, &a.seenPol)
+	if tok || pol {
+		_ = a.reloadLocked() // logged, and reported to OnReload
+	}
+}
+
+// changed reports whether the file differs from seen, and records what it
+// saw, so a file that stays broken (or missing) is reported once, not on
+// every poll. A stat that differs with the same content (touch, or a
+// Secret remount of identical data) is not a change.
+func changed(path string, seen *stamp) bool {
+	missing := stamp{size: -1}
+	st, err := statFile(path)
+	if err != nil {
+		was := *seen
+		*seen = missing
+		return was != missing
+	}
+	if st.sameStat(*seen) {
+		return false
+	}
+	_, full, err := readFile(path)
+	if err != nil {
+		*seen = missing
+		return true
+	}
+	same := full.sum == seen.sum
+	*seen = full
+	return !same
+}
+
+// Run polls the files and refreshes the issuer's keys (every hour, or every
+// 30s while none could be fetched) until ctx ends. It returns when ctx is
+// done and leaves no goroutine behind.
+func (a *Authenticator) Run(ctx context.Context) {
+	var fileTick <-chan time.Time
+	if a.opts.TokensFile != "" || a.opts.PolicyFile != "" {
+		t := time.NewTicker(a.opts.Poll)
+		defer t.Stop()
+		fileTick = t.C
+	}
+	var keyTick <-chan time.Time
+	var keyTimer *time.Timer
+	if a.verifier != nil {
+		keyTimer = time.NewTimer(0)
+		defer keyTimer.Stop()
+		keyTick = keyTimer.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-fileTick:
+			a.poll()
+		case <-keyTick:
+			next := keysMaxAge
+			if err := a.verifier.keys.refresh(ctx, true); err != nil {
+				next = minRefresh
+			}
+			keyTimer.Reset(next)
+		}
+	}
+}

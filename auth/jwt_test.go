@@ -1,0 +1,389 @@
+package auth_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/stdiomcp/gateway/auth"
+)
+
+// handmade builds a compact JWS with any header, for the attacks go-jose's
+// signer would refuse to produce.
+func handmade(t *testing.T, header map[string]any, cl claims, sign func(input []byte) []byte) string {
+	t.Helper()
+	h, _ := json.Marshal(header)
+	p, err := json.Marshal(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding
+	input := enc.EncodeToString(h) + "." + enc.EncodeToString(p)
+	var sig []byte
+	if sign != nil {
+		sig = sign([]byte(input))
+	}
+	return input + "." + enc.EncodeToString(sig)
+}
+
+func hs256(key []byte) func([]byte) []byte {
+	return func(in []byte) []byte {
+		m := hmac.New(sha256.New, key)
+		m.Write(in)
+		return m.Sum(nil)
+	}
+}
+
+func TestJWTAttacks(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	a := oauthAuth(t, is, c, nil)
+	now := c.Now()
+
+	der, err := x509.MarshalPKIXPublicKey(rsaKey.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	otherEC, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+
+	mod := func(f func(*claims)) claims {
+		cl := good(is, c)
+		f(&cl)
+		return cl
+	}
+	rs := func(cl claims) string { return sign(t, rsaKey, jose.RS256, "rsa1", cl) }
+
+	cases := []struct {
+		name   string
+		header string
+		status int
+		code   string
+		reason string // "" with code "": success
+	}{
+		{"valid RS256", "Bearer " + rs(good(is, c)), 0, "", ""},
+		{"valid ES256", "Bearer " + sign(t, ecKey, jose.ES256, "ec1", good(is, c)), 0, "", ""},
+		{"scheme in lower case", "bearer " + rs(good(is, c)), 0, "", ""},
+		{"no header", "", 401, "", "missing"},
+		{"wrong scheme", "Basic dXNlcjpwYXNz", 400, "invalid_request", "malformed"},
+		{"scheme only", "Bearer", 400, "invalid_request", "malformed"},
+		{"two credentials", "Bearer " + rs(good(is, c)) + " extra", 400, "invalid_request", "malformed"},
+		{"huge token", "Bearer " + strings.Repeat("a", 9000), 400, "invalid_request", "malformed"},
+		{"not a JWT", "Bearer opensesame", 401, "invalid_token", "not_jwt"},
+		{"three parts of garbage", "Bearer a.b.c", 401, "invalid_token", "not_jwt"},
+		{"expired beyond leeway", "Bearer " + rs(mod(func(cl *claims) { cl.Expiry = jwt.NewNumericDate(now.Add(-31 * time.Second)) })), 401, "invalid_token", "expired"},
+		{"expired within leeway", "Bearer " + rs(mod(func(cl *claims) { cl.Expiry = jwt.NewNumericDate(now.Add(-20 * time.Second)) })), 0, "", ""},
+		{"not yet valid", "Bearer " + rs(mod(func(cl *claims) { cl.NotBefore = jwt.NewNumericDate(now.Add(time.Minute)) })), 401, "invalid_token", "not_yet_valid"},
+		{"nbf within leeway", "Bearer " + rs(mod(func(cl *claims) { cl.NotBefore = jwt.NewNumericDate(now.Add(20 * time.Second)) })), 0, "", ""},
+		{"issued in the future", "Bearer " + rs(mod(func(cl *claims) { cl.IssuedAt = jwt.NewNumericDate(now.Add(time.Minute)) })), 401, "invalid_token", "issued_in_future"},
+		{"wrong audience", "Bearer " + rs(mod(func(cl *claims) { cl.Audience = jwt.Audience{"https://mcp.example.com"} })), 401, "invalid_token", "audience"},
+		{"no audience", "Bearer " + rs(mod(func(cl *claims) { cl.Audience = nil })), 401, "invalid_token", "audience"},
+		{"wrong issuer", "Bearer " + rs(mod(func(cl *claims) { cl.Issuer = is.URL() + "/other" })), 401, "invalid_token", "issuer"},
+		{"missing sub", "Bearer " + rs(mod(func(cl *claims) { cl.Subject = "" })), 401, "invalid_token", "no_sub"},
+		{"missing exp", "Bearer " + rs(mod(func(cl *claims) { cl.Expiry = nil })), 401, "invalid_token", "no_exp"},
+		{"alg none", "Bearer " + handmade(t, map[string]any{"alg": "none", "kid": "rsa1"}, good(is, c), nil), 401, "invalid_token", "algorithm"},
+		{"HS256 keyed with the RSA public key PEM", "Bearer " + handmade(t, map[string]any{"alg": "HS256", "kid": "rsa1"}, good(is, c), hs256(pemBytes)), 401, "invalid_token", "algorithm"},
+		{"HS256 keyed with the RSA public key DER", "Bearer " + handmade(t, map[string]any{"alg": "HS256"}, good(is, c), hs256(der)), 401, "invalid_token", "algorithm"},
+		{"RS384 not allowed", "Bearer " + sign(t, rsaKey, jose.RS384, "rsa1", good(is, c)), 401, "invalid_token", "algorithm"},
+		{"signed by another key under a known kid", "Bearer " + sign(t, otherEC, jose.ES256, "ec1", good(is, c)), 401, "invalid_token", "signature"},
+		{"ES256 naming the RSA key's kid", "Bearer " + sign(t, ecKey, jose.ES256, "rsa1", good(is, c)), 401, "invalid_token", "unknown_key"},
+		{"payload altered after signing", "Bearer " + tamper(t, rs(good(is, c))), 401, "invalid_token", "signature"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id, e := authErr(t, a, tc.header)
+			if tc.reason == "" {
+				if e != nil {
+					t.Fatalf("refused: %+v", e)
+				}
+				if id.Name != "alice" || id.Kind != "jwt" || !id.Rules.Unrestricted() {
+					t.Fatalf("identity %+v", id)
+				}
+				return
+			}
+			if e == nil {
+				t.Fatalf("accepted as %+v", id)
+			}
+			if e.Status != tc.status || e.Code != tc.code || e.Reason != tc.reason {
+				t.Fatalf("got status %d code %q reason %q (%s); want %d %q %q", e.Status, e.Code, e.Reason, e.Description, tc.status, tc.code, tc.reason)
+			}
+			if len(tc.header) > 20 && strings.Contains(e.Description+a.Challenge(e), tc.header[7:20]) {
+				t.Fatalf("the error repeats the credential: %q", e.Description)
+			}
+		})
+	}
+}
+
+// tamper changes the subject in a signed token's payload.
+func tamper(t *testing.T, tok string) string {
+	parts := strings.Split(tok, ".")
+	p, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = []byte(strings.Replace(string(p), `"alice"`, `"mallory"`, 1))
+	parts[1] = base64.RawURLEncoding.EncodeToString(p)
+	return strings.Join(parts, ".")
+}
+
+func TestUnknownKidRefreshIsRateLimited(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	a := oauthAuth(t, is, c, nil)
+
+	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))); e != nil {
+		t.Fatal(e)
+	}
+	if got := is.jwksHits.Load(); got != 1 {
+		t.Fatalf("JWKS fetched %d times for the first token, want 1", got)
+	}
+	c.Add(31 * time.Second)
+	_, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "nope", good(is, c)))
+	if e == nil || e.Reason != "unknown_key" {
+		t.Fatalf("unknown kid: %+v", e)
+	}
+	if got := is.jwksHits.Load(); got != 2 {
+		t.Fatalf("JWKS fetched %d times after an unknown kid, want 2", got)
+	}
+	c.Add(29 * time.Second)
+	_, e = authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "nope2", good(is, c)))
+	if e == nil || e.Reason != "unknown_key" {
+		t.Fatalf("second unknown kid: %+v", e)
+	}
+	if got := is.jwksHits.Load(); got != 2 {
+		t.Fatalf("a second unknown kid within 30s fetched the JWKS again (%d fetches)", got)
+	}
+
+	// Rotation: the issuer publishes a new key; once 30s have passed, a token
+	// signed with it makes the gateway fetch the set again and accept it.
+	newKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	is.set(func(is *issuer) {
+		is.keys = append(is.keys, jose.JSONWebKey{Key: newKey.Public(), KeyID: "ec2", Use: "sig"})
+	})
+	c.Add(time.Second)
+	if _, e := authErr(t, a, "Bearer "+sign(t, newKey, jose.ES256, "ec2", good(is, c))); e != nil {
+		t.Fatalf("rotated key refused: %+v", e)
+	}
+	if got := is.jwksHits.Load(); got != 3 {
+		t.Fatalf("JWKS fetched %d times after rotation, want 3", got)
+	}
+}
+
+func TestNoKidUsesTheOnlyUsableKey(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	a := oauthAuth(t, is, c, nil)
+	// One RSA and one P-256 key: each algorithm has exactly one candidate.
+	if _, e := authErr(t, a, "Bearer "+sign(t, ecKey, jose.ES256, "", good(is, c))); e != nil {
+		t.Fatalf("ES256 without kid: %+v", e)
+	}
+	// Two P-256 keys: without a kid the choice would be a guess.
+	second, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	is2 := newIssuer(t)
+	is2.set(func(is *issuer) {
+		is.keys = append(is.keys, jose.JSONWebKey{Key: second.Public(), KeyID: "ec2", Use: "sig"})
+	})
+	a2 := oauthAuth(t, is2, c, nil)
+	if _, e := authErr(t, a2, "Bearer "+sign(t, ecKey, jose.ES256, "", good(is2, c))); e == nil || e.Reason != "unknown_key" {
+		t.Fatalf("ES256 without kid and two keys: %+v", e)
+	}
+}
+
+func TestConcurrentFirstTokensShareOneFetch(t *testing.T) {
+	is := newIssuer(t)
+	hold := make(chan struct{})
+	is.set(func(is *issuer) { is.hold = hold })
+	c := newClock()
+	a := oauthAuth(t, is, c, nil)
+	tok := "Bearer " + sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))
+
+	const n = 32
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			_, err := a.Authenticate(context.Background(), tok)
+			errs <- err
+		})
+	}
+	<-is.hit // the one fetch is in flight; every caller now waits for it
+	close(hold)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("caller refused: %v", err)
+		}
+	}
+	if got := is.jwksHits.Load(); got != 1 {
+		t.Fatalf("%d concurrent first tokens made %d JWKS fetches, want 1", n, got)
+	}
+}
+
+func TestIssuerUnreachable(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	is.set(func(is *issuer) { is.status = http.StatusBadGateway })
+	a := oauthAuth(t, is, c, nil) // New must not need the issuer
+	_, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c)))
+	if e == nil || e.Status != 401 || e.Code != "invalid_token" || e.Reason != "keys_unavailable" {
+		t.Fatalf("non-200 JWKS: %+v", e)
+	}
+	// Recovers once the issuer does and the rate limit allows a new fetch.
+	is.set(func(is *issuer) { is.status = 0 })
+	c.Add(31 * time.Second)
+	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))); e != nil {
+		t.Fatalf("after recovery: %+v", e)
+	}
+
+	big := newIssuer(t)
+	big.set(func(is *issuer) {
+		is.rawJWKS = []byte(`{"keys":[],"pad":"` + strings.Repeat("x", 1<<20) + `"}`)
+	})
+	a = oauthAuth(t, big, c, nil)
+	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(big, c))); e == nil || e.Reason != "keys_unavailable" {
+		t.Fatalf("oversized JWKS: %+v", e)
+	}
+}
+
+func TestJWKSSkipsKeysThatCannotVerify(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	// A symmetric key and a private key published by mistake must never be
+	// used, and a key type this package does not know must not spoil the set.
+	priv := jose.JSONWebKey{Key: ecKey, KeyID: "priv", Use: "sig"}
+	privJSON, _ := priv.MarshalJSON()
+	sym := jose.JSONWebKey{Key: secret, KeyID: "sym"}
+	symJSON, _ := sym.MarshalJSON()
+	pub := jose.JSONWebKey{Key: ecKey.Public(), KeyID: "ec1", Use: "sig"}
+	pubJSON, _ := pub.MarshalJSON()
+	is.set(func(is *issuer) {
+		is.rawJWKS = []byte(`{"keys":[{"kty":"XYZ","kid":"odd"},` + string(symJSON) + `,` + string(privJSON) + `,` + string(pubJSON) + `]}`)
+	})
+	a := oauthAuth(t, is, c, func(o *auth.Options) { o.OAuth.Algorithms = []string{"ES256"} })
+	if _, e := authErr(t, a, "Bearer "+sign(t, ecKey, jose.ES256, "ec1", good(is, c))); e != nil {
+		t.Fatalf("the good key was lost: %+v", e)
+	}
+	if _, e := authErr(t, a, "Bearer "+sign(t, ecKey, jose.ES256, "priv", good(is, c))); e == nil || e.Reason != "unknown_key" {
+		t.Fatalf("a private key in the JWKS was used: %+v", e)
+	}
+	tok := handmade(t, map[string]any{"alg": "HS256", "kid": "sym"}, good(is, c), hs256(secret))
+	if _, e := authErr(t, a, "Bearer "+tok); e == nil || e.Reason != "algorithm" {
+		t.Fatalf("HS256 with a published symmetric key: %+v", e)
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	c := newClock()
+	for _, tc := range []struct {
+		name        string
+		oauth, oidc bool
+		mdIssuer    string
+		ok          bool
+	}{
+		{"RFC 8414", true, false, "", true},
+		{"OpenID only", false, true, "", true},
+		{"metadata names another issuer", true, true, "https://evil.example.com", false},
+		{"no metadata", false, false, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := newIssuer(t)
+			is.set(func(is *issuer) { is.oauthMD, is.oidcMD, is.mdIssuer = tc.oauth, tc.oidc, tc.mdIssuer })
+			a := oauthAuth(t, is, c, func(o *auth.Options) { o.OAuth.JWKSURL = "" })
+			_, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c)))
+			if tc.ok && e != nil {
+				t.Fatalf("refused: %+v", e)
+			}
+			if !tc.ok && (e == nil || e.Reason != "keys_unavailable") {
+				t.Fatalf("got %+v, want keys_unavailable", e)
+			}
+			if tc.ok != (is.jwksHits.Load() == 1) {
+				t.Fatalf("JWKS fetched %d times", is.jwksHits.Load())
+			}
+		})
+	}
+}
+
+func TestRunFetchesKeysAndStops(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	a := oauthAuth(t, is, c, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		a.Run(ctx)
+		close(done)
+	}()
+	<-is.hit // Run fetches the keys without any token asking
+	// The first token uses (or waits for) Run's fetch instead of making one.
+	tok := "Bearer " + sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))
+	if _, e := authErr(t, a, tok); e != nil {
+		t.Fatal(e)
+	}
+	if got := is.jwksHits.Load(); got != 1 {
+		t.Fatalf("JWKS fetched %d times, want 1 (by Run)", got)
+	}
+	cancel()
+	<-done
+}
+
+func TestScopesFromClaims(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	a := oauthAuth(t, is, c, nil)
+	cl := good(is, c)
+	cl.Scope = "mcp:read  mcp:tools"
+	cl.Scp = []string{"mcp:tools", "extra"}
+	id, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", cl))
+	if e != nil {
+		t.Fatal(e)
+	}
+	if want := []string{"extra", "mcp:read", "mcp:tools"}; !slices.Equal(id.Scopes, want) {
+		t.Fatalf("scopes %q, want %q", id.Scopes, want)
+	}
+}
+
+func BenchmarkAuthenticate(b *testing.B) {
+	is := newIssuer(b)
+	c := newClock()
+	var tokens []string
+	for i := range 100 {
+		tokens = append(tokens, fmt.Sprintf("n%d:tok-%032d", i, i))
+	}
+	a, err := auth.New(auth.Options{Tokens: tokens, Now: c.Now,
+		OAuth: &auth.OAuth{Issuer: is.URL(), Resource: resource, JWKSURL: is.JWKS()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, header string }{
+		{"static of 100", "Bearer tok-" + fmt.Sprintf("%032d", 99)},
+		{"RS256", "Bearer " + sign(b, rsaKey, jose.RS256, "rsa1", good(is, c))},
+		{"ES256", "Bearer " + sign(b, ecKey, jose.ES256, "ec1", good(is, c))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := a.Authenticate(context.Background(), bc.header); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,197 @@
+package auth
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// tokenSet is the static tokens in force. Only SHA-256 digests are kept: the
+// digests all have the same length, so comparing the presented token's digest
+// with each of them in constant time reveals neither which token came close
+// nor how long the tokens are, and a heap dump holds no usable credential.
+type tokenSet struct {
+	entries []tokenEntry
+}
+
+type tokenEntry struct {
+	name   string
+	digest [sha256.Size]byte
+}
+
+// lookup returns the name of the token whose digest equals the presented
+// token's. Every entry is compared, and the index is chosen with
+// ConstantTimeSelect, so the time taken does not depend on which entry (if
+// any) matched.
+func (s *tokenSet) lookup(token string) (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	d := sha256.Sum256([]byte(token))
+	found, idx := 0, 0
+	for i := range s.entries {
+		eq := subtle.ConstantTimeCompare(d[:], s.entries[i].digest[:])
+		idx = subtle.ConstantTimeSelect(eq, i, idx)
+		found |= eq
+	}
+	if found == 0 {
+		return "", false
+	}
+	return s.entries[idx].name, true
+}
+
+func (s *tokenSet) len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.entries)
+}
+
+func (s *tokenSet) names() map[string]bool {
+	m := map[string]bool{}
+	if s != nil {
+		for _, e := range s.entries {
+			m[e.name] = true
+		}
+	}
+	return m
+}
+
+// tokenBuilder gathers tokens from several sources and refuses duplicates
+// across all of them: two names for one token would make the caller's name
+// (and so its policy and rate limit) depend on the order of the entries.
+type tokenBuilder struct {
+	set     tokenSet
+	names   map[string]bool
+	digests map[[sha256.Size]byte]bool
+}
+
+func newTokenBuilder() *tokenBuilder {
+	return &tokenBuilder{names: map[string]bool{}, digests: map[[sha256.Size]byte]bool{}}
+}
+
+// add parses one "name:token" or "token" entry. where says which entry it is
+// for error messages, which never quote the entry: it holds a credential.
+func (b *tokenBuilder) add(entry, where string) error {
+	entry = strings.TrimSpace(entry)
+	if entry == "" {
+		return fmt.Errorf("%s: an empty token", where)
+	}
+	name, token, named := strings.Cut(entry, ":")
+	if !named {
+		token = name
+		name = ""
+	}
+	if named && !validName(name) {
+		return fmt.Errorf("%s: the part before ':' is not a token name (letters, digits, '.', '_', '-')", where)
+	}
+	if token == "" {
+		return fmt.Errorf("%s: an empty token", where)
+	}
+	if !validBearer(token) {
+		return fmt.Errorf("%s: the token has characters a Bearer header cannot carry (RFC 6750 b64token)", where)
+	}
+	d := sha256.Sum256([]byte(token))
+	if !named {
+		name = "token-" + hex.EncodeToString(d[:4])
+	}
+	if b.digests[d] {
+		return fmt.Errorf("%s: the same token is listed twice", where)
+	}
+	if b.names[name] {
+		return fmt.Errorf("%s: the name %q is used twice", where, name)
+	}
+	b.digests[d], b.names[name] = true, true
+	b.set.entries = append(b.set.entries, tokenEntry{name: name, digest: d})
+	return nil
+}
+
+// addFile parses a tokens file: one entry a line, '#' comments and blank
+// lines ignored.
+func (b *tokenBuilder) addFile(data []byte, path string) error {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 64<<10)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		if err := b.add(text, fmt.Sprintf("%s line %d", path, line)); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// validName: names appear in logs, metrics labels and the policy file, so
+// they are kept to a plain, unambiguous alphabet.
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validBearer reports whether s is an RFC 6750 b64token:
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func validBearer(s string) bool {
+	i := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/') {
+			break
+		}
+	}
+	if i == 0 {
+		return false
+	}
+	for ; i < len(s); i++ {
+		if s[i] != '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// maxAuthorization bounds the Authorization header that is parsed at all.
+// Real access tokens are a few KiB at most; anything larger is refused before
+// hashing or base64-decoding it.
+const maxAuthorization = 8 << 10
+
+var errMalformed = errors.New("malformed")
+
+// bearer extracts the credential from an Authorization header value: the
+// scheme "Bearer" in any letter case (RFC 7235 §2.1), one or more spaces, and
+// exactly one b64token.
+func bearer(header string) (string, error) {
+	if len(header) > maxAuthorization {
+		return "", fmt.Errorf("%w: the Authorization header is longer than %d bytes", errMalformed, maxAuthorization)
+	}
+	scheme, rest, ok := strings.Cut(header, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", fmt.Errorf("%w: the Authorization scheme is not Bearer", errMalformed)
+	}
+	token := strings.TrimLeft(rest, " ")
+	if !ok || token == "" {
+		return "", fmt.Errorf("%w: the Bearer credential is missing", errMalformed)
+	}
+	if !validBearer(token) {
+		return "", fmt.Errorf("%w: the Authorization header must carry exactly one Bearer token", errMalformed)
+	}
+	return token, nil
+}

@@ -1,0 +1,261 @@
+package auth_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stdiomcp/gateway/auth"
+)
+
+func TestStaticTokens(t *testing.T) {
+	a, err := auth.New(auth.Options{Tokens: []string{"ci:s3cret-ci-token", "plain-token_0123"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Enabled() || a.Tokens() != 2 {
+		t.Fatalf("Enabled %v Tokens %d", a.Enabled(), a.Tokens())
+	}
+	sum := sha256.Sum256([]byte("plain-token_0123"))
+	for _, tc := range []struct {
+		header, name string
+		status       int
+		code, reason string
+	}{
+		{"Bearer s3cret-ci-token", "ci", 0, "", ""},
+		{"BEARER s3cret-ci-token", "ci", 0, "", ""},
+		{"Bearer   s3cret-ci-token", "ci", 0, "", ""},
+		{"Bearer plain-token_0123", "token-" + hex.EncodeToString(sum[:])[:8], 0, "", ""},
+		{"", "", 401, "", "missing"},
+		{"Bearer s3cret-ci-tokeN", "", 401, "invalid_token", "unknown_token"},
+		{"Bearer s3cret-ci-token-and-more", "", 401, "invalid_token", "unknown_token"},
+		{"Bearer ci:s3cret-ci-token", "", 400, "invalid_request", "malformed"},
+		{"Token s3cret-ci-token", "", 400, "invalid_request", "malformed"},
+		{"Bearers3cret-ci-token", "", 400, "invalid_request", "malformed"},
+		{"Bearer s3cret-ci-token s3cret-ci-token", "", 400, "invalid_request", "malformed"},
+		{"Bearer s3cret-ci-token,other", "", 400, "invalid_request", "malformed"},
+		{"Bearer " + strings.Repeat("A", 8<<10), "", 400, "invalid_request", "malformed"},
+	} {
+		id, e := authErr(t, a, tc.header)
+		if tc.status == 0 {
+			if e != nil || id.Name != tc.name || id.Kind != "token" || id.Scopes != nil || !id.Rules.Unrestricted() {
+				t.Errorf("%.40q: identity %+v, error %v; want name %q", tc.header, id, e, tc.name)
+			}
+			continue
+		}
+		if e == nil {
+			t.Errorf("%.40q accepted as %+v", tc.header, id)
+			continue
+		}
+		if e.Status != tc.status || e.Code != tc.code || e.Reason != tc.reason {
+			t.Errorf("%.40q: %d %q %q (%s), want %d %q %q", tc.header, e.Status, e.Code, e.Reason, e.Description, tc.status, tc.code, tc.reason)
+		}
+		if strings.Contains(e.Description, "s3cret") {
+			t.Errorf("the description repeats the credential: %q", e.Description)
+		}
+	}
+}
+
+func TestNewRefusesBadTokens(t *testing.T) {
+	dir := t.TempDir()
+	n := 0
+	file := func(content string) string {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("file%d", n))
+		writeFile(t, p, content)
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		opts auth.Options
+		want string
+	}{
+		{"empty entry", auth.Options{Tokens: []string{"a:tok-aaaa", ""}}, "entry 2: an empty token"},
+		{"empty token after name", auth.Options{Tokens: []string{"a:"}}, "an empty token"},
+		{"bad name", auth.Options{Tokens: []string{"bad name:tok-aaaa-SECRET"}}, "not a token name"},
+		{"duplicate name", auth.Options{Tokens: []string{"a:tok-1111", "a:tok-2222"}}, `"a" is used twice`},
+		{"duplicate token", auth.Options{Tokens: []string{"a:tok-SECRET", "b:tok-SECRET"}}, "listed twice"},
+		{"duplicate across env and file", auth.Options{Tokens: []string{"a:tok-SECRET"}, TokensFile: file("b:tok-SECRET\n")}, "line 1: the same token is listed twice"},
+		{"character a header cannot carry", auth.Options{Tokens: []string{"a:tok SECRET"}}, "cannot carry"},
+		{"file line", auth.Options{TokensFile: file("# comment\n\nok:tok-1\n bad!:tok-SECRET\n")}, "line 4: the part before ':'"},
+		{"missing file", auth.Options{TokensFile: filepath.Join(dir, "absent")}, "no such file"},
+		{"policy without credentials", auth.Options{PolicyFile: file(`{}`)}, "needs static tokens or OAuth"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := auth.New(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Fatalf("the error repeats a token: %v", err)
+			}
+		})
+	}
+}
+
+func TestNoAuthenticationConfigured(t *testing.T) {
+	a, err := auth.New(auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.Authenticate(context.Background(), "")
+	if a.Enabled() || err != nil || !id.Rules.Unrestricted() || id.Kind != "none" {
+		t.Fatalf("Enabled %v, identity %+v, error %v", a.Enabled(), id, err)
+	}
+}
+
+func TestReloadRevokesAndKeepsOnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "alpha:tok-alpha\nbeta:tok-beta\n")
+	a, err := auth.New(auth.Options{TokensFile: path, Tokens: []string{"env:tok-env"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-beta"); e != nil {
+		t.Fatal(e)
+	}
+	writeFile(t, path, "alpha:tok-alpha\n")
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-beta"); e == nil || e.Reason != "unknown_token" {
+		t.Fatalf("revoked token: %+v", e)
+	}
+	if a.Tokens() != 2 {
+		t.Fatalf("Tokens %d, want 2 (one from the file, one from the environment)", a.Tokens())
+	}
+
+	// A broken file keeps the previous set in force.
+	writeFile(t, path, "alpha:tok-alpha\nalpha:tok-again\n")
+	if err := a.Reload(); err == nil || !strings.Contains(err.Error(), "used twice") {
+		t.Fatalf("Reload of a broken file: %v", err)
+	}
+	for _, tok := range []string{"tok-alpha", "tok-env"} {
+		if _, e := authErr(t, a, "Bearer "+tok); e != nil {
+			t.Fatalf("%s after a failed reload: %+v", tok, e)
+		}
+	}
+	if _, e := authErr(t, a, "Bearer tok-again"); e == nil {
+		t.Fatal("a token from the refused file was accepted")
+	}
+}
+
+// TestRunPollsTheFiles: Run notices a new file (a new inode, as a Secret
+// mount's symlink swap gives), and a touch with the same content does not
+// reload. OnReload is the event the test waits for.
+func TestRunPollsTheFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens")
+	writeFile(t, path, "alpha:tok-alpha\nbeta:tok-beta\n")
+	reloads := make(chan error, 10)
+	a, err := auth.New(auth.Options{
+		TokensFile: path,
+		Poll:       5 * time.Millisecond,
+		OnReload:   func(err error) { reloads <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		a.Run(ctx)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	wait := func() error {
+		select {
+		case err := <-reloads:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reload within 10s")
+			return nil
+		}
+	}
+
+	// Same content under a new inode: no reload; then a real change: one.
+	writeFile(t, path, "alpha:tok-alpha\nbeta:tok-beta\n")
+	writeFile(t, path, "alpha:tok-alpha\n")
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-beta"); e == nil {
+		t.Fatal("the revoked token still works after the poll reloaded")
+	}
+	if a.Tokens() != 1 {
+		t.Fatalf("Tokens %d after the reload", a.Tokens())
+	}
+	// A broken file is reported once and the set stays.
+	writeFile(t, path, "alpha:tok-alpha\n bad name:x\n")
+	if err := wait(); err == nil {
+		t.Fatal("a broken file reloaded without error")
+	}
+	writeFile(t, path, "gamma:tok-gamma\n")
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-gamma"); e != nil {
+		t.Fatal(e)
+	}
+	select {
+	case err := <-reloads:
+		t.Fatalf("an extra reload (%v): the unchanged rewrite or the broken file was reloaded twice", err)
+	default:
+	}
+}
+
+// TestReloadUnderLoad: callers authenticate while the set is replaced; a
+// token present in every version never fails, and -race checks the rest.
+func TestReloadUnderLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "keep:tok-keep\n")
+	a, err := auth.New(auth.Options{TokensFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id, err := a.Authenticate(context.Background(), "Bearer tok-keep")
+				if err != nil || id.Name != "keep" {
+					errs <- fmt.Sprintf("identity %+v, error %v", id, err)
+					return
+				}
+				a.Authenticate(context.Background(), "Bearer tok-other")
+			}
+		})
+	}
+	for i := range 100 {
+		content := "keep:tok-keep\n"
+		if i%2 == 0 {
+			content += "other:tok-other\n"
+		}
+		writeFile(t, path, content)
+		if err := a.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("a token in every version failed: %s", e)
+	}
+}
