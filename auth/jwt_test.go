@@ -82,7 +82,7 @@ func TestJWTAttacks(t *testing.T) {
 		{"valid ES256", "Bearer " + sign(t, ecKey, jose.ES256, "ec1", good(is, c)), 0, "", ""},
 		{"scheme in lower case", "bearer " + rs(good(is, c)), 0, "", ""},
 		{"no header", "", 401, "", "missing"},
-		{"wrong scheme", "Basic dXNlcjpwYXNz", 400, "invalid_request", "malformed"},
+		{"wrong scheme", "Basic dXNlcjpwYXNz", 401, "", "scheme"},
 		{"scheme only", "Bearer", 400, "invalid_request", "malformed"},
 		{"two credentials", "Bearer " + rs(good(is, c)) + " extra", 400, "invalid_request", "malformed"},
 		{"huge token", "Bearer " + strings.Repeat("a", 9000), 400, "invalid_request", "malformed"},

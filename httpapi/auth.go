@@ -98,8 +98,14 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 			h.opts.Meter.Refused("unauthorized")
 			w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(ae))
 			msg := "authentication required: send Authorization: Bearer <token>"
-			if ae.Description != "" {
+			if ae.Code != "" {
 				msg = "unauthorized: " + ae.Description
+			}
+			if ae.Status == http.StatusBadRequest {
+				// A header no token could be read from (RFC 6750's
+				// invalid_request).
+				writeError(w, http.StatusBadRequest, nil, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "bad_credentials", msg))
+				return
 			}
 			writeError(w, http.StatusUnauthorized, nil, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "unauthorized", msg))
 			return

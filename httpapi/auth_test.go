@@ -82,16 +82,21 @@ func TestCredentialsAreRequired(t *testing.T) {
 		"none":        nil,
 		"wrong":       bearer("not-a-token"),
 		"basic":       {"Authorization", "Basic Y2k6Y2k="},
+		"token as-is": {"Authorization", ciToken},
 		"empty":       {"Authorization", "Bearer "},
 		"two":         {"Authorization", "Bearer " + ciToken + " " + ciToken},
-		"token as-is": {"Authorization", ciToken},
 	} {
 		resp := post(t, srv+"/mcp", "application/json", call, header...)
-		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		status, code := http.StatusUnauthorized, jsonrpc.CodeUnauthorized
+		if name == "empty" || name == "two" {
+			// No token can be read: RFC 6750's invalid_request.
+			status, code = http.StatusBadRequest, jsonrpc.CodeInvalidRequest
+		}
+		if resp.StatusCode != status || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 			t.Errorf("%s: status %d, WWW-Authenticate %q", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 		}
-		if _, code := readRPCError(t, resp); code != jsonrpc.CodeUnauthorized {
-			t.Errorf("%s: code %d", name, code)
+		if _, got := readRPCError(t, resp); got != code {
+			t.Errorf("%s: code %d, want %d", name, got, code)
 		}
 		nothingReached(t, f)
 	}

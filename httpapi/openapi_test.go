@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +17,8 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/stdiomcp/gateway/auth"
+	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/metrics"
 )
@@ -37,7 +41,7 @@ func loadSpec(t *testing.T) *openapi3.T {
 func TestOpenAPIListsEveryRoute(t *testing.T) {
 	doc := loadSpec(t)
 	var served []string
-	err := chi.Walk(New(newFake(), Options{Metrics: metrics.New(1).Handler()}).(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err := chi.Walk(New(newFake(), Options{Metrics: metrics.New(1).Handler(), Auth: oauthOnly(t)}).(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		served = append(served, method+" "+route)
 		return nil
 	})
@@ -60,6 +64,17 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 	}
 }
 
+// oauthOnly is an authenticator for OAuth tokens of an issuer that is
+// never asked (nothing here needs its keys) and a static token, "tok".
+func oauthOnly(t *testing.T) *auth.Authenticator {
+	t.Helper()
+	a, err := auth.New(auth.Options{Tokens: []string{"ci:tok"}, OAuth: &auth.OAuth{Issuer: "https://issuer.example", Resource: "https://mcp.example.com/mcp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // Real responses of the handlers match what openapi.yaml says of them.
 func TestResponsesMatchOpenAPI(t *testing.T) {
 	doc := loadSpec(t)
@@ -76,6 +91,8 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		callErr                               error
 		answer                                func(*fakeCall)
 		status                                int
+		guarded                               bool // with authentication (token "tok") and a limit of one call
+		header                                []string
 	}
 	ok := func(c *fakeCall) { c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), nil) }
 	exchanges := []exchange{
@@ -96,19 +113,49 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		{name: "ready, waiting", method: "GET", path: "/readyz?wait=1s&until=all-ready", ready: true, status: 200},
 		{name: "bad wait", method: "GET", path: "/readyz?wait=forever", status: 400},
 		{name: "metrics", method: "GET", path: "/metrics", status: 200},
+		{name: "no credentials", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, ready: true, guarded: true, status: 401},
+		{name: "metrics without credentials", method: "GET", path: "/metrics", guarded: true, status: 401},
+		{name: "delete without credentials", method: "DELETE", path: "/mcp", guarded: true, header: []string{"Mcp-Session-Id", "s1.a.b"}, status: 401},
+		{name: "outside the policy", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm"}}`, ready: true, guarded: true, header: []string{"Authorization", "Bearer tok"}, status: 403},
+		{name: "over the rate", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm"}}`, ready: true, guarded: true, header: []string{"Authorization", "Bearer tok"}, status: 429},
+		{name: "resource metadata", method: "GET", path: "/.well-known/oauth-protected-resource", guarded: true, status: 200},
+		{name: "resource metadata, path form", method: "GET", path: "/.well-known/oauth-protected-resource/mcp", guarded: true, status: 200},
+	}
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(policy, []byte(`{"tokens":{"ci":{"tools":["echo"]}}}`), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	for _, ex := range exchanges {
 		t.Run(ex.name, func(t *testing.T) {
 			f := newFake()
 			f.ready, f.callErr = ex.ready, ex.callErr
 			m := metrics.New(1)
-			h := New(f, Options{MaxBodyBytes: 1024, Meter: m, Metrics: m.Handler()})
+			opts := Options{MaxBodyBytes: 1024, Meter: m, Metrics: m.Handler()}
+			if ex.guarded {
+				a, err := auth.New(auth.Options{Tokens: []string{"ci:tok"}, PolicyFile: policy,
+					OAuth: &auth.OAuth{Issuer: "https://issuer.example", Resource: "https://mcp.example.com/mcp"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.Auth, opts.AuthMetrics = a, true
+				// One call in a bucket that never refills: the 429 case
+				// spends it first.
+				lim := clientlimit.New(clientlimit.Options{Rate: 1e-9, Burst: 1})
+				if ex.status == 429 {
+					lim.Allow("token:ci")
+				}
+				opts.Limiter = lim
+			}
+			h := New(f, opts)
 			if ex.answer != nil {
 				go func() { ex.answer(f.next(t)) }()
 			}
 			req := httptest.NewRequest(ex.method, ex.path, strings.NewReader(ex.body))
 			if ex.contentType != "" {
 				req.Header.Set("Content-Type", ex.contentType)
+			}
+			for i := 0; i+1 < len(ex.header); i += 2 {
+				req.Header.Set(ex.header[i], ex.header[i+1])
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
