@@ -68,12 +68,12 @@ type Config struct {
 	AuthTokensFile  string        `split_words:"true" desc:"a file of such tokens, one per line (# comments); re-read when it changes and on SIGHUP"`
 	AuthPolicyFile  string        `split_words:"true" desc:"a JSON file saying which tools, resources and prompts each token (by name) or JWT scope may use (see the README); re-read with the tokens; empty: every caller may use everything"`
 	AuthPoll        time.Duration `split_words:"true" default:"5s" desc:"how often the tokens and policy files are checked for change"`
-	OAuthIssuer     string        `split_words:"true" desc:"accept OAuth JWT access tokens from this issuer (its URL, the iss they carry)"`
-	OAuthResource   string        `split_words:"true" desc:"the gateway's resource URL (such as https://mcp.example.com/mcp): the aud the tokens must carry; required with GATEWAY_OAUTH_ISSUER"`
-	OAuthJWKSURL    string        `split_words:"true" desc:"where the issuer's keys are; empty: from the issuer's metadata"`
-	OAuthAlgorithms []string      `split_words:"true" default:"RS256,ES256" desc:"JWS algorithms accepted (asymmetric only)"`
-	OAuthLeeway     time.Duration `split_words:"true" default:"30s" desc:"clock skew allowed on a token's exp, nbf and iat"`
-	OAuthScopes     []string      `split_words:"true" desc:"scopes_supported in the Protected Resource Metadata"`
+	OauthIssuer     string        `split_words:"true" desc:"accept OAuth JWT access tokens from this issuer (its URL, the iss they carry)"`
+	OauthResource   string        `split_words:"true" desc:"the gateway's resource URL (such as https://mcp.example.com/mcp): the aud the tokens must carry; required with GATEWAY_OAUTH_ISSUER"`
+	OauthJwksURL    string        `split_words:"true" desc:"where the issuer's keys are; empty: from the issuer's metadata"`
+	OauthAlgorithms []string      `split_words:"true" default:"RS256,ES256" desc:"JWS algorithms accepted (asymmetric only)"`
+	OauthLeeway     time.Duration `split_words:"true" default:"30s" desc:"clock skew allowed on a token's exp, nbf and iat"`
+	OauthScopes     []string      `split_words:"true" desc:"scopes_supported in the Protected Resource Metadata"`
 	RequireAuth     bool          `split_words:"true" desc:"refuse to start on a non-loopback address with no authentication configured (otherwise a warning)"`
 	AuthMetrics     bool          `split_words:"true" desc:"/metrics on GATEWAY_ADDR needs credentials too"`
 
@@ -154,8 +154,8 @@ func (c *Config) validate() error {
 	if c.RateLimit < 0 || c.RateBurst < 0 || c.MaxStreamsPerClient < 0 {
 		errs = append(errs, errors.New("GATEWAY_RATE_LIMIT, GATEWAY_RATE_BURST and GATEWAY_MAX_STREAMS_PER_CLIENT must not be negative"))
 	}
-	if c.OAuthLeeway < 0 || c.OAuthLeeway > 5*time.Minute {
-		errs = append(errs, fmt.Errorf("GATEWAY_OAUTH_LEEWAY must be from 0 to 5m, not %v", c.OAuthLeeway))
+	if c.OauthLeeway < 0 || c.OauthLeeway > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("GATEWAY_OAUTH_LEEWAY must be from 0 to 5m, not %v", c.OauthLeeway))
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("GATEWAY_SHUTDOWN_GRACE must not be negative, not %v", c.ShutdownGrace))

@@ -45,16 +45,16 @@ func newAuth(cfg Config, log *slog.Logger) (*auth.Authenticator, error) {
 		Poll:       cfg.AuthPoll,
 		Logger:     log,
 	}
-	if cfg.OAuthIssuer != "" {
+	if cfg.OauthIssuer != "" {
 		opts.OAuth = &auth.OAuth{
-			Issuer:     cfg.OAuthIssuer,
-			Resource:   cfg.OAuthResource,
-			JWKSURL:    cfg.OAuthJWKSURL,
-			Algorithms: cfg.OAuthAlgorithms,
-			Leeway:     cfg.OAuthLeeway,
-			Scopes:     cfg.OAuthScopes,
+			Issuer:     cfg.OauthIssuer,
+			Resource:   cfg.OauthResource,
+			JWKSURL:    cfg.OauthJwksURL,
+			Algorithms: cfg.OauthAlgorithms,
+			Leeway:     cfg.OauthLeeway,
+			Scopes:     cfg.OauthScopes,
 		}
-	} else if cfg.OAuthResource != "" || cfg.OAuthJWKSURL != "" {
+	} else if cfg.OauthResource != "" || cfg.OauthJwksURL != "" {
 		return nil, errors.New("GATEWAY_OAUTH_RESOURCE and GATEWAY_OAUTH_JWKS_URL need GATEWAY_OAUTH_ISSUER")
 	}
 	a, err := auth.New(opts)
