@@ -366,7 +366,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	c := newClock()
 	var tokens []string
 	for i := range 100 {
-		tokens = append(tokens, fmt.Sprintf("n%d:tok-%032d", i, i))
+		tokens = append(tokens, fmt.Sprintf("n%d:tok-0123456789ab-%032d", i, i))
 	}
 	a, err := auth.New(auth.Options{Tokens: tokens, Now: c.Now,
 		OAuth: &auth.OAuth{Issuer: is.URL(), Resource: resource, JWKSURL: is.JWKS()}})
@@ -374,7 +374,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, bc := range []struct{ name, header string }{
-		{"static of 100", "Bearer tok-" + fmt.Sprintf("%032d", 99)},
+		{"static of 100", "Bearer tok-0123456789ab-" + fmt.Sprintf("%032d", 99)},
 		{"RS256", "Bearer " + sign(b, rsaKey, jose.RS256, "rsa1", good(is, c))},
 		{"ES256", "Bearer " + sign(b, ecKey, jose.ES256, "ec1", good(is, c))},
 	} {

@@ -63,7 +63,7 @@ func TestPolicy(t *testing.T) {
 	writeFile(t, path, policyJSON)
 	logs := &records{}
 	a := oauthAuth(t, is, c, func(o *auth.Options) {
-		o.Tokens = []string{"ci:tok-ci", "other:tok-other"}
+		o.Tokens = []string{"ci:tok-0123456789ab-ci", "other:tok-0123456789ab-other"}
 		o.PolicyFile = path
 		o.Logger = slog.New(logs)
 	})
@@ -97,13 +97,13 @@ func TestPolicy(t *testing.T) {
 		unrestricted bool
 		checks       []check
 	}{
-		{"token with an entry", token("tok-ci"), false, []check{
+		{"token with an entry", token("tok-0123456789ab-ci"), false, []check{
 			{auth.Tool, "echo", true}, {auth.Tool, "add", true}, {auth.Tool, "ad", false}, {auth.Tool, "rm", false},
 			{auth.Resource, "demo://static/a/b", true}, {auth.Resource, "demo://static/", true},
 			{auth.Resource, "demo://static", false}, {auth.Resource, "demo://staticx/a", false},
 			{auth.Prompt, "anything", true},
 		}},
-		{"token without an entry gets the default", token("tok-other"), false, []check{
+		{"token without an entry gets the default", token("tok-0123456789ab-other"), false, []check{
 			{auth.Tool, "echo", true}, {auth.Tool, "add", false}, {auth.Resource, "demo://static/a", false}, {auth.Prompt, "p", false},
 		}},
 		{"union of scopes", jwtWith("mcp:tools mcp:read"), true, []check{
@@ -155,10 +155,10 @@ func TestPolicy(t *testing.T) {
 	if err := a.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if id := token("tok-other"); id.Rules.Allows(auth.Tool, "echo") || id.Rules.Allows(auth.Prompt, "") {
+	if id := token("tok-0123456789ab-other"); id.Rules.Allows(auth.Tool, "echo") || id.Rules.Allows(auth.Prompt, "") {
 		t.Error("a caller with no entry and no default was allowed something")
 	}
-	if id := token("tok-ci"); !id.Rules.Allows(auth.Tool, "echo") || id.Rules.Allows(auth.Tool, "add") {
+	if id := token("tok-0123456789ab-ci"); !id.Rules.Allows(auth.Tool, "echo") || id.Rules.Allows(auth.Tool, "add") {
 		t.Error("the reloaded policy is not in force")
 	}
 	if got := a.Forbidden(auth.Tool, "add"); strings.Contains(got, "scope=") {
@@ -167,11 +167,11 @@ func TestPolicy(t *testing.T) {
 }
 
 func TestNoPolicyAllowsEverything(t *testing.T) {
-	a, err := auth.New(auth.Options{Tokens: []string{"tok-aaaa"}})
+	a, err := auth.New(auth.Options{Tokens: []string{"tok-0123456789ab-aaaa"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, e := authErr(t, a, "Bearer tok-aaaa")
+	id, e := authErr(t, a, "Bearer tok-0123456789ab-aaaa")
 	if e != nil || !id.Rules.Unrestricted() || !id.Rules.Allows(auth.Resource, "any://thing") {
 		t.Fatalf("identity %+v, error %v", id, e)
 	}
@@ -200,7 +200,7 @@ func TestPolicyRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, "p"+string(rune('a'+i)))
 			writeFile(t, path, tc.body)
-			_, err := auth.New(auth.Options{Tokens: []string{"tok-aaaa"}, PolicyFile: path})
+			_, err := auth.New(auth.Options{Tokens: []string{"tok-0123456789ab-aaaa"}, PolicyFile: path})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
@@ -239,7 +239,7 @@ func TestMetadataAndChallenge(t *testing.T) {
 		t.Errorf("challenge for a bad token: %s", got)
 	}
 
-	plain, err := auth.New(auth.Options{Tokens: []string{"tok-aaaa"}})
+	plain, err := auth.New(auth.Options{Tokens: []string{"tok-0123456789ab-aaaa"}})
 	if err != nil {
 		t.Fatal(err)
 	}

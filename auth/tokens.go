@@ -96,6 +96,11 @@ func (b *tokenBuilder) add(entry, where string) error {
 	if !validBearer(token) {
 		return fmt.Errorf("%s: the token has characters a Bearer header cannot carry (RFC 6750 b64token)", where)
 	}
+	if len(token) < minToken {
+		// A short token can be guessed, and a placeholder left in a
+		// manifest must not start a gateway that anyone can call.
+		return fmt.Errorf("%s: the token has %d characters; it needs at least %d (for example: openssl rand -hex 32)", where, len(token), minToken)
+	}
 	d := sha256.Sum256([]byte(token))
 	if !named {
 		name = "token-" + hex.EncodeToString(d[:4])
@@ -167,6 +172,9 @@ func validBearer(s string) bool {
 	}
 	return true
 }
+
+// minToken is the shortest static token accepted.
+const minToken = 16
 
 // maxAuthorization bounds the Authorization header that is parsed at all.
 // Real access tokens are a few KiB at most; anything larger is refused before

@@ -15,7 +15,7 @@ import (
 )
 
 func TestStaticTokens(t *testing.T) {
-	a, err := auth.New(auth.Options{Tokens: []string{"ci:s3cret-ci-token", "plain-token_0123"}})
+	a, err := auth.New(auth.Options{Tokens: []string{"ci:s3cret-ci-token-0", "plain-token_0123"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,18 +28,18 @@ func TestStaticTokens(t *testing.T) {
 		status       int
 		code, reason string
 	}{
-		{"Bearer s3cret-ci-token", "ci", 0, "", ""},
-		{"BEARER s3cret-ci-token", "ci", 0, "", ""},
-		{"Bearer   s3cret-ci-token", "ci", 0, "", ""},
+		{"Bearer s3cret-ci-token-0", "ci", 0, "", ""},
+		{"BEARER s3cret-ci-token-0", "ci", 0, "", ""},
+		{"Bearer   s3cret-ci-token-0", "ci", 0, "", ""},
 		{"Bearer plain-token_0123", "token-" + hex.EncodeToString(sum[:])[:8], 0, "", ""},
 		{"", "", 401, "", "missing"},
 		{"Bearer s3cret-ci-tokeN", "", 401, "invalid_token", "unknown_token"},
-		{"Bearer s3cret-ci-token-and-more", "", 401, "invalid_token", "unknown_token"},
-		{"Bearer ci:s3cret-ci-token", "", 400, "invalid_request", "malformed"},
-		{"Token s3cret-ci-token", "", 401, "", "scheme"},
-		{"Bearers3cret-ci-token", "", 401, "", "scheme"},
-		{"Bearer s3cret-ci-token s3cret-ci-token", "", 400, "invalid_request", "malformed"},
-		{"Bearer s3cret-ci-token,other", "", 400, "invalid_request", "malformed"},
+		{"Bearer s3cret-ci-token-0-and-more", "", 401, "invalid_token", "unknown_token"},
+		{"Bearer ci:s3cret-ci-token-0", "", 400, "invalid_request", "malformed"},
+		{"Token s3cret-ci-token-0", "", 401, "", "scheme"},
+		{"Bearers3cret-ci-token-0", "", 401, "", "scheme"},
+		{"Bearer s3cret-ci-token-0 s3cret-ci-token-0", "", 400, "invalid_request", "malformed"},
+		{"Bearer s3cret-ci-token-0,other", "", 400, "invalid_request", "malformed"},
 		{"Bearer " + strings.Repeat("A", 8<<10), "", 400, "invalid_request", "malformed"},
 	} {
 		id, e := authErr(t, a, tc.header)
@@ -76,14 +76,15 @@ func TestNewRefusesBadTokens(t *testing.T) {
 		opts auth.Options
 		want string
 	}{
-		{"empty entry", auth.Options{Tokens: []string{"a:tok-aaaa", ""}}, "entry 2: an empty token"},
+		{"empty entry", auth.Options{Tokens: []string{"a:tok-0123456789ab-aaaa", ""}}, "entry 2: an empty token"},
 		{"empty token after name", auth.Options{Tokens: []string{"a:"}}, "an empty token"},
-		{"bad name", auth.Options{Tokens: []string{"bad name:tok-aaaa-SECRET"}}, "not a token name"},
-		{"duplicate name", auth.Options{Tokens: []string{"a:tok-1111", "a:tok-2222"}}, `"a" is used twice`},
-		{"duplicate token", auth.Options{Tokens: []string{"a:tok-SECRET", "b:tok-SECRET"}}, "listed twice"},
-		{"duplicate across env and file", auth.Options{Tokens: []string{"a:tok-SECRET"}, TokensFile: file("b:tok-SECRET\n")}, "line 1: the same token is listed twice"},
+		{"short token", auth.Options{Tokens: []string{"a:REPLACE-ME"}}, "it needs at least 16"},
+		{"bad name", auth.Options{Tokens: []string{"bad name:tok-0123456789ab-aaaa-SECRET"}}, "not a token name"},
+		{"duplicate name", auth.Options{Tokens: []string{"a:tok-0123456789ab-1111", "a:tok-0123456789ab-2222"}}, `"a" is used twice`},
+		{"duplicate token", auth.Options{Tokens: []string{"a:tok-0123456789ab-SECRET", "b:tok-0123456789ab-SECRET"}}, "listed twice"},
+		{"duplicate across env and file", auth.Options{Tokens: []string{"a:tok-0123456789ab-SECRET"}, TokensFile: file("b:tok-0123456789ab-SECRET\n")}, "line 1: the same token is listed twice"},
 		{"character a header cannot carry", auth.Options{Tokens: []string{"a:tok SECRET"}}, "cannot carry"},
-		{"file line", auth.Options{TokensFile: file("# comment\n\nok:tok-1\n bad!:tok-SECRET\n")}, "line 4: the part before ':'"},
+		{"file line", auth.Options{TokensFile: file("# comment\n\nok:tok-0123456789ab-1\n bad!:tok-0123456789ab-SECRET\n")}, "line 4: the part before ':'"},
 		{"missing file", auth.Options{TokensFile: filepath.Join(dir, "absent")}, "no such file"},
 		{"policy without credentials", auth.Options{PolicyFile: file(`{}`)}, "needs static tokens or OAuth"},
 	} {
@@ -112,19 +113,19 @@ func TestNoAuthenticationConfigured(t *testing.T) {
 
 func TestReloadRevokesAndKeepsOnError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
-	writeFile(t, path, "alpha:tok-alpha\nbeta:tok-beta\n")
-	a, err := auth.New(auth.Options{TokensFile: path, Tokens: []string{"env:tok-env"}})
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\nbeta:tok-0123456789ab-beta\n")
+	a, err := auth.New(auth.Options{TokensFile: path, Tokens: []string{"env:tok-0123456789ab-env"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, e := authErr(t, a, "Bearer tok-beta"); e != nil {
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-beta"); e != nil {
 		t.Fatal(e)
 	}
-	writeFile(t, path, "alpha:tok-alpha\n")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\n")
 	if err := a.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if _, e := authErr(t, a, "Bearer tok-beta"); e == nil || e.Reason != "unknown_token" {
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-beta"); e == nil || e.Reason != "unknown_token" {
 		t.Fatalf("revoked token: %+v", e)
 	}
 	if a.Tokens() != 2 {
@@ -132,16 +133,16 @@ func TestReloadRevokesAndKeepsOnError(t *testing.T) {
 	}
 
 	// A broken file keeps the previous set in force.
-	writeFile(t, path, "alpha:tok-alpha\nalpha:tok-again\n")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\nalpha:tok-0123456789ab-again\n")
 	if err := a.Reload(); err == nil || !strings.Contains(err.Error(), "used twice") {
 		t.Fatalf("Reload of a broken file: %v", err)
 	}
-	for _, tok := range []string{"tok-alpha", "tok-env"} {
+	for _, tok := range []string{"tok-0123456789ab-alpha", "tok-0123456789ab-env"} {
 		if _, e := authErr(t, a, "Bearer "+tok); e != nil {
 			t.Fatalf("%s after a failed reload: %+v", tok, e)
 		}
 	}
-	if _, e := authErr(t, a, "Bearer tok-again"); e == nil {
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-again"); e == nil {
 		t.Fatal("a token from the refused file was accepted")
 	}
 }
@@ -152,7 +153,7 @@ func TestReloadRevokesAndKeepsOnError(t *testing.T) {
 func TestRunPollsTheFiles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tokens")
-	writeFile(t, path, "alpha:tok-alpha\nbeta:tok-beta\n")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\nbeta:tok-0123456789ab-beta\n")
 	reloads := make(chan error, 10)
 	a, err := auth.New(auth.Options{
 		TokensFile: path,
@@ -183,27 +184,27 @@ func TestRunPollsTheFiles(t *testing.T) {
 	}
 
 	// Same content under a new inode: no reload; then a real change: one.
-	writeFile(t, path, "alpha:tok-alpha\nbeta:tok-beta\n")
-	writeFile(t, path, "alpha:tok-alpha\n")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\nbeta:tok-0123456789ab-beta\n")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\n")
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	if _, e := authErr(t, a, "Bearer tok-beta"); e == nil {
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-beta"); e == nil {
 		t.Fatal("the revoked token still works after the poll reloaded")
 	}
 	if a.Tokens() != 1 {
 		t.Fatalf("Tokens %d after the reload", a.Tokens())
 	}
 	// A broken file is reported once and the set stays.
-	writeFile(t, path, "alpha:tok-alpha\n bad name:x\n")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\n bad name:x\n")
 	if err := wait(); err == nil {
 		t.Fatal("a broken file reloaded without error")
 	}
-	writeFile(t, path, "gamma:tok-gamma\n")
+	writeFile(t, path, "gamma:tok-0123456789ab-gamma\n")
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	if _, e := authErr(t, a, "Bearer tok-gamma"); e != nil {
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-gamma"); e != nil {
 		t.Fatal(e)
 	}
 	select {
@@ -217,7 +218,7 @@ func TestRunPollsTheFiles(t *testing.T) {
 // token present in every version never fails, and -race checks the rest.
 func TestReloadUnderLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
-	writeFile(t, path, "keep:tok-keep\n")
+	writeFile(t, path, "keep:tok-0123456789ab-keep\n")
 	a, err := auth.New(auth.Options{TokensFile: path})
 	if err != nil {
 		t.Fatal(err)
@@ -233,19 +234,19 @@ func TestReloadUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				id, err := a.Authenticate(context.Background(), "Bearer tok-keep")
+				id, err := a.Authenticate(context.Background(), "Bearer tok-0123456789ab-keep")
 				if err != nil || id.Name != "keep" {
 					errs <- fmt.Sprintf("identity %+v, error %v", id, err)
 					return
 				}
-				a.Authenticate(context.Background(), "Bearer tok-other")
+				a.Authenticate(context.Background(), "Bearer tok-0123456789ab-other")
 			}
 		})
 	}
 	for i := range 100 {
-		content := "keep:tok-keep\n"
+		content := "keep:tok-0123456789ab-keep\n"
 		if i%2 == 0 {
-			content += "other:tok-other\n"
+			content += "other:tok-0123456789ab-other\n"
 		}
 		writeFile(t, path, content)
 		if err := a.Reload(); err != nil {

@@ -68,7 +68,7 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 // never asked (nothing here needs its keys) and a static token, "tok".
 func oauthOnly(t *testing.T) *auth.Authenticator {
 	t.Helper()
-	a, err := auth.New(auth.Options{Tokens: []string{"ci:tok"}, OAuth: &auth.OAuth{Issuer: "https://issuer.example", Resource: "https://mcp.example.com/mcp"}})
+	a, err := auth.New(auth.Options{Tokens: []string{"ci:tok-0123456789abcdef"}, OAuth: &auth.OAuth{Issuer: "https://issuer.example", Resource: "https://mcp.example.com/mcp"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		callErr                               error
 		answer                                func(*fakeCall)
 		status                                int
-		guarded                               bool // with authentication (token "tok") and a limit of one call
+		guarded                               bool // with authentication (token "tok-0123456789abcdef") and a limit of one call
 		header                                []string
 	}
 	ok := func(c *fakeCall) { c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), nil) }
@@ -116,8 +116,8 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		{name: "no credentials", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, ready: true, guarded: true, status: 401},
 		{name: "metrics without credentials", method: "GET", path: "/metrics", guarded: true, status: 401},
 		{name: "delete without credentials", method: "DELETE", path: "/mcp", guarded: true, header: []string{"Mcp-Session-Id", "s1.a.b"}, status: 401},
-		{name: "outside the policy", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm"}}`, ready: true, guarded: true, header: []string{"Authorization", "Bearer tok"}, status: 403},
-		{name: "over the rate", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm"}}`, ready: true, guarded: true, header: []string{"Authorization", "Bearer tok"}, status: 429},
+		{name: "outside the policy", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm"}}`, ready: true, guarded: true, header: []string{"Authorization", "Bearer tok-0123456789abcdef"}, status: 403},
+		{name: "over the rate", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm"}}`, ready: true, guarded: true, header: []string{"Authorization", "Bearer tok-0123456789abcdef"}, status: 429},
 		{name: "resource metadata", method: "GET", path: "/.well-known/oauth-protected-resource", guarded: true, status: 200},
 		{name: "resource metadata, path form", method: "GET", path: "/.well-known/oauth-protected-resource/mcp", guarded: true, status: 200},
 	}
@@ -132,7 +132,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			m := metrics.New(1)
 			opts := Options{MaxBodyBytes: 1024, Meter: m, Metrics: m.Handler()}
 			if ex.guarded {
-				a, err := auth.New(auth.Options{Tokens: []string{"ci:tok"}, PolicyFile: policy,
+				a, err := auth.New(auth.Options{Tokens: []string{"ci:tok-0123456789abcdef"}, PolicyFile: policy,
 					OAuth: &auth.OAuth{Issuer: "https://issuer.example", Resource: "https://mcp.example.com/mcp"}})
 				if err != nil {
 					t.Fatal(err)
