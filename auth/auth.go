@@ -135,7 +135,7 @@ func New(opts Options) (*Authenticator, error) {
 	if !a.enabled && opts.PolicyFile != "" {
 		// A policy nobody is authenticated against would protect nothing
 		// while looking as if it did.
-		return nil, errors.New("auth: a policy file needs static tokens or OAuth")
+		return nil, errors.New("auth: GATEWAY_AUTH_POLICY_FILE needs callers to apply to: set GATEWAY_AUTH_TOKENS, GATEWAY_AUTH_TOKENS_FILE or GATEWAY_OAUTH_ISSUER")
 	}
 	if opts.OAuth != nil {
 		v, m, err := newOAuth(*opts.OAuth, a.opts.Client, a.log, a.opts.Now)

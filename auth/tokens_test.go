@@ -86,7 +86,7 @@ func TestNewRefusesBadTokens(t *testing.T) {
 		{"character a header cannot carry", auth.Options{Tokens: []string{"a:tok SECRET"}}, "cannot carry"},
 		{"file line", auth.Options{TokensFile: file("# comment\n\nok:tok-0123456789ab-1\n bad!:tok-0123456789ab-SECRET\n")}, "line 4: the part before ':'"},
 		{"missing file", auth.Options{TokensFile: filepath.Join(dir, "absent")}, "no such file"},
-		{"policy without credentials", auth.Options{PolicyFile: file(`{}`)}, "needs static tokens or OAuth"},
+		{"policy without credentials", auth.Options{PolicyFile: file(`{}`)}, "needs callers to apply to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := auth.New(tc.opts)

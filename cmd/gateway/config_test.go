@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"reflect"
 	"regexp"
@@ -147,3 +148,90 @@ func TestRetiredSetting(t *testing.T) {
 		t.Errorf("loadConfig error %v does not name the replacement", err)
 	}
 }
+
+// Who may call and how much: settings that cannot work together, or would
+// quietly protect nothing, stop the gateway at start with a message naming
+// them.
+func TestGuardSettings(t *testing.T) {
+	log := discardLogger()
+	token := "ci:0123456789abcdef0123"
+	policy := writeFile(t, `{"tokens":{"ci":{"tools":["echo"]}}}`)
+	for name, tc := range map[string]struct {
+		cfg  Config
+		want string // "" when it is accepted
+	}{
+		"nothing":                    {Config{}, ""},
+		"tokens":                     {Config{AuthTokens: []string{token}}, ""},
+		"tokens and policy":          {Config{AuthTokens: []string{token}, AuthPolicyFile: policy}, ""},
+		"policy without callers":     {Config{AuthPolicyFile: policy}, "GATEWAY_AUTH_POLICY_FILE"},
+		"metrics without callers":    {Config{AuthMetrics: true}, "GATEWAY_AUTH_METRICS"},
+		"resource without an issuer": {Config{OauthResource: "https://mcp.example.com/mcp"}, "GATEWAY_OAUTH_ISSUER"},
+		"issuer without a resource":  {Config{OauthIssuer: "https://issuer.example"}, "esource"},
+		"a short token":              {Config{AuthTokens: []string{"ci:REPLACE-ME"}}, "at least 16"},
+		"a bad proxy":                {Config{TrustedProxies: []string{"10.0.0.0/33"}}, "GATEWAY_TRUSTED_PROXIES"},
+	} {
+		g, err := newGuard(tc.cfg, log)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want one naming %q", name, err, tc.want)
+		case tc.want == "" && (g.auth != nil) != (len(tc.cfg.AuthTokens) > 0):
+			t.Errorf("%s: authentication on: %v", name, g.auth != nil)
+		}
+	}
+	t.Setenv("GATEWAY_MAX_HEADER_BYTES", "1048576")
+	t.Setenv("GATEWAY_OAUTH_LEEWAY", "1h")
+	t.Setenv("GATEWAY_RATE_LIMIT", "-1")
+	_, err := loadConfig()
+	for _, want := range []string{"GATEWAY_MAX_HEADER_BYTES", "GATEWAY_OAUTH_LEEWAY", "GATEWAY_RATE_LIMIT"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("loadConfig error %v does not mention %s", err, want)
+		}
+	}
+}
+
+// Without credentials, a non-loopback address is a warning, or an error
+// with GATEWAY_REQUIRE_AUTH; loopback, or credentials, are neither.
+func TestExposure(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	if err := checkExposure(Config{}, false, false, "0.0.0.0:8080", log); err != nil || !strings.Contains(logs.String(), "UNAUTHENTICATED") {
+		t.Errorf("no warning: %v, %q", err, logs.String())
+	}
+	if err := checkExposure(Config{RequireAuth: true}, false, false, "0.0.0.0:8080", log); err == nil || !strings.Contains(err.Error(), "GATEWAY_AUTH_TOKENS") {
+		t.Errorf("GATEWAY_REQUIRE_AUTH: %v", err)
+	}
+	logs.Reset()
+	for _, c := range [][2]bool{{true, false}, {false, true}} {
+		if err := checkExposure(Config{RequireAuth: true}, c[0], c[1], "a", log); err != nil || logs.Len() > 0 {
+			t.Errorf("loopback %v, authenticated %v: %v, %q", c[0], c[1], err, logs.String())
+		}
+	}
+}
+
+// The child's environment and directory come from the settings, and a
+// GATEWAY_* name is refused.
+func TestNewChild(t *testing.T) {
+	t.Setenv("GATEWAY_AUTH_TOKENS", "ci:0123456789abcdef0123")
+	t.Setenv("CHILD_TOKEN", "x")
+	dir := t.TempDir()
+	ch, err := newChild(Config{ChildEnv: []string{"CHILD_TOKEN", "MODE=fast"}, ChildDir: dir}, []string{"srv"}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.dir != dir || !slices.Contains(ch.env, "CHILD_TOKEN=x") || !slices.Contains(ch.env, "MODE=fast") ||
+		slices.ContainsFunc(ch.env, func(kv string) bool { return strings.HasPrefix(kv, "GATEWAY_") }) {
+		t.Errorf("child: %+v", ch)
+	}
+	for name, cfg := range map[string]Config{
+		"a gateway setting": {ChildEnv: []string{"GATEWAY_AUTH_TOKENS"}},
+		"no such dir":       {ChildDir: dir + "/missing"},
+	} {
+		if _, err := newChild(cfg, []string{"srv"}, discardLogger()); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
