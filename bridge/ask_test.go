@@ -476,3 +476,47 @@ func TestModernClientCapabilitiesLimitTheQuestions(t *testing.T) {
 }
 
 func errorsAs(err error, target **jsonrpc.Error) bool { return errors.As(err, target) }
+
+// A parked call resumes only for the caller it was parked for: another
+// caller holding its requestState is told the state names nothing, and
+// the child sees nothing of it.
+func TestParkedCallResumesOnlyForItsCaller(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	alice, mallory := modernAsker, modernAsker
+	alice.Principal, mallory.Principal = "alice", "mallory"
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"ask"}}`), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{"message":"?"}}`)
+	resp, err := c.wait()
+	var irr struct {
+		Result struct {
+			RequestState string `json:"requestState"`
+		} `json:"result"`
+	}
+	if err != nil || json.Unmarshal(resp, &irr) != nil || irr.Result.RequestState == "" {
+		t.Fatalf("first answer = %s, %v", resp, err)
+	}
+	retry := func(who Caller) (*call, error) {
+		return callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"second","method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"`+irr.Result.RequestState+`"}}`), who)
+	}
+	if _, err := retry(mallory); gatewayCode(t, err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "no longer waiting") {
+		t.Fatalf("another caller's retry: %v", err)
+	}
+	r, err := retry(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first line the child gets after the refusal is alice's answer.
+	if got := child.next(); string(got.ID) != `"q"` || got.Result == nil {
+		t.Fatalf("child got %s, want alice's answer to q", got.Raw)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
+	if _, err := r.wait(); err != nil {
+		t.Errorf("alice's retry: %v", err)
+	}
+}

@@ -60,6 +60,10 @@ type Caller struct {
 	// carry (the HTTP request's trace context); a key the request's _meta
 	// has keeps the request's value.
 	Meta []mcp.Member
+	// Principal names who sent the request, as the front door
+	// authenticated it ("" for anyone): a parked call resumes only for the
+	// caller it was parked for, whoever else holds its requestState.
+	Principal string
 }
 
 // call is the bridge's Call. Toward the child it is one exchange, or

@@ -194,6 +194,12 @@ func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id
 	}
 	st := q.open[ex]
 	switch {
+	case st.parkedFor.Principal != caller.Principal:
+		// Said as for a state that names nothing: another caller learns
+		// nothing from holding it.
+		q.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+			Message: "requestState names a request that is no longer waiting (it timed out, the server restarted, or another retry continued it); send the request again without requestState"}
 	case ex.method != req.Method:
 		q.mu.Unlock()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("requestState belongs to a %s request, not %s", ex.method, req.Method)}

@@ -169,6 +169,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 			caller.Meta = tr.meta()
 		}
 	}
+	caller.Principal = callerOf(r.Context()).owner()
 	var t *tracker
 	if sess != nil {
 		var f *rpcFailure
