@@ -68,9 +68,10 @@ func AccessOf(method string) Access {
 	case MethodToolsList, MethodPromptsList, MethodResourcesList, MethodTemplatesList:
 		return AccessList
 	}
-	if IsTaskMethod(method) {
+	if IsTaskMethod(method) && method != MethodTasksList {
 		// A task id is a handle the child minted for a tools/call the
-		// policy already allowed.
+		// policy already allowed. tasks/list is not: it would show the
+		// tasks of every caller.
 		return AccessOpen
 	}
 	return AccessUnknown

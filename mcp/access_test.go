@@ -71,7 +71,7 @@ func TestTargetsNamedTwiceNeverReachPolicy(t *testing.T) {
 func TestAccessOf(t *testing.T) {
 	for method, want := range map[string]Access{
 		MethodToolsCall: AccessTargets, MethodToolsList: AccessList, MethodTemplatesList: AccessList,
-		MethodDiscover: AccessOpen, MethodTasksGet: AccessOpen, MethodListen: AccessTargets,
+		MethodDiscover: AccessOpen, MethodTasksGet: AccessOpen, MethodTasksList: AccessUnknown, MethodListen: AccessTargets,
 		"admin/exec": AccessUnknown, NoteCancelled: AccessOpen, "notifications/custom": AccessUnknown, "tasks/": AccessUnknown,
 	} {
 		if got := AccessOf(method); got != want {
