@@ -41,31 +41,102 @@ func setEnv(ctr *corev1.Container, name, value string) {
 
 func ptr[T any](v T) *T { return &v }
 
-// Each check of the rendered manifests finds what it is there for: the
-// example overlay with one thing broken has that problem.
-func TestClusterChecksBite(t *testing.T) {
+// secretNamed is the single Secret in objs whose name starts with prefix
+// (a generated one ends in a hash of its content).
+func secretNamed(t *testing.T, objs []runtime.Object, prefix string) *corev1.Secret {
+	t.Helper()
+	all := slices.DeleteFunc(objects[*corev1.Secret](objs), func(s *corev1.Secret) bool { return !strings.HasPrefix(s.Name, prefix) })
+	if len(all) != 1 {
+		t.Fatalf("%d Secrets named %s*, want 1", len(all), prefix)
+	}
+	return all[0]
+}
+
+// volumeNamed is the Deployment's volume called name.
+func volumeNamed(t *testing.T, objs []runtime.Object, name string) *corev1.Volume {
+	t.Helper()
+	vols := one[*appsv1.Deployment](t, objs).Spec.Template.Spec.Volumes
+	i := slices.IndexFunc(vols, func(v corev1.Volume) bool { return v.Name == name })
+	if i < 0 {
+		t.Fatalf("no volume %s", name)
+	}
+	return &vols[i]
+}
+
+// exampleOverlay is the example overlay rendered, and the facts it must
+// agree with.
+func exampleOverlay(t *testing.T) ([]runtime.Object, facts) {
+	t.Helper()
 	dec, err := newDecoder()
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, img := checkDockerfile(readRepo(t, "Dockerfile"), repoPins(t))
-	good := facts{routes: routes(t), defaults: gatewayDefaults(t), image: img, secret: true}
-	rendered := render(t, dec, "overlays/example")
+	return render(t, dec, "overlays/example"), facts{routes: routes(t), defaults: gatewayDefaults(t), image: img, secret: true}
+}
+
+// clone is a deep copy of a rendering and its facts, to change.
+func clone(objs []runtime.Object, f facts) ([]runtime.Object, facts) {
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopyObject()
+	}
+	f.routes = maps.Clone(f.routes)
+	f.defaults = maps.Clone(f.defaults)
+	f.image.env = maps.Clone(f.image.env)
+	return out, f
+}
+
+// A mutation breaks one property of the example overlay, or of the facts
+// it is checked against, and names the problem that must be reported.
+type mutation struct {
+	name    string
+	change  func(t *testing.T, objs []runtime.Object, f *facts)
+	problem string
+}
+
+func dep(t *testing.T, objs []runtime.Object) *appsv1.Deployment {
+	return one[*appsv1.Deployment](t, objs)
+}
+
+func cm(t *testing.T, objs []runtime.Object) *corev1.ConfigMap {
+	return one[*corev1.ConfigMap](t, objs)
+}
+
+// bite checks the example overlay with each mutation applied: a problem
+// with the mutation's text must be among those reported or, when alone is
+// set, be the only one, so that the mutation is shown to trip that check
+// and nothing else.
+func bite(t *testing.T, mutations []mutation, alone bool) {
+	t.Helper()
+	rendered, good := exampleOverlay(t)
 	if p := checkCluster(rendered, good); len(p) > 0 {
 		t.Fatalf("the overlay itself: %q", p)
 	}
-	type mutation struct {
-		name    string
-		change  func(t *testing.T, objs []runtime.Object, f *facts)
-		problem string
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			objs, f := clone(rendered, good)
+			m.change(t, objs, &f)
+			problems := checkCluster(objs, f)
+			matches := func(p string) bool { return strings.Contains(p, m.problem) }
+			switch {
+			case !slices.ContainsFunc(problems, matches):
+				t.Errorf("problems %q, want one with %q", problems, m.problem)
+			case alone && len(problems) != 1:
+				t.Errorf("problems %q, want only the one with %q", problems, m.problem)
+			}
+		})
 	}
-	dep := func(t *testing.T, objs []runtime.Object) *appsv1.Deployment { return one[*appsv1.Deployment](t, objs) }
-	cm := func(t *testing.T, objs []runtime.Object) *corev1.ConfigMap { return one[*corev1.ConfigMap](t, objs) }
+}
+
+// Each check of the rendered manifests finds what it is there for: the
+// example overlay with one thing broken has that problem.
+func TestClusterChecksBite(t *testing.T) {
 	svc := func(t *testing.T, objs []runtime.Object) *corev1.Service { return one[*corev1.Service](t, objs) }
 	np := func(t *testing.T, objs []runtime.Object) *networkingv1.NetworkPolicy {
 		return one[*networkingv1.NetworkPolicy](t, objs)
 	}
-	for _, m := range []mutation{
+	bite(t, []mutation{
 		{"one replica", func(t *testing.T, o []runtime.Object, _ *facts) { dep(t, o).Spec.Replicas = ptr[int32](1) }, "replicas"},
 		{"selector", func(t *testing.T, o []runtime.Object, _ *facts) {
 			dep(t, o).Spec.Selector.MatchLabels = map[string]string{"app": "other"}
@@ -155,11 +226,11 @@ func TestClusterChecksBite(t *testing.T) {
 		}, "/tmp is not a writable emptyDir"},
 		{"HOME elsewhere", func(_ *testing.T, _ []runtime.Object, f *facts) { f.image.env["HOME"] = "/home/node" }, "/home/node is not a writable emptyDir"},
 		{"no such key", func(t *testing.T, o []runtime.Object, _ *facts) {
-			s := one[*corev1.Secret](t, o)
+			s := secretNamed(t, o, "gateway-secret")
 			s.Data = map[string][]byte{"other": []byte("x")}
 		}, "has no key"},
 		{"no Secret", func(t *testing.T, o []runtime.Object, _ *facts) {
-			one[*corev1.Secret](t, o).Name = "other"
+			secretNamed(t, o, "gateway-secret").Name = "other"
 		}, "not in the rendering"},
 		{"no key at all", func(t *testing.T, o []runtime.Object, _ *facts) {
 			setEnv(gatewayContainer(t, o), "GATEWAY_SECRET_FILE", "")
@@ -172,7 +243,7 @@ func TestClusterChecksBite(t *testing.T) {
 			c := gatewayContainer(t, o)
 			setEnv(c, "GATEWAY_SECRET_FILE", "")
 			c.Env = append(c.Env, corev1.EnvVar{Name: "GATEWAY_SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: one[*corev1.Secret](t, o).Name}, Key: "nope"}}})
+				LocalObjectReference: corev1.LocalObjectReference{Name: secretNamed(t, o, "gateway-secret").Name}, Key: "nope"}}})
 		}, "has no key nope"},
 		{"key file elsewhere", func(t *testing.T, o []runtime.Object, _ *facts) {
 			setEnv(gatewayContainer(t, o), "GATEWAY_SECRET_FILE", "/etc/elsewhere/key")
@@ -234,23 +305,57 @@ func TestClusterChecksBite(t *testing.T) {
 		{"egress open", func(t *testing.T, o []runtime.Object, _ *facts) {
 			np(t, o).Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
 		}, "policyTypes"},
-	} {
-		t.Run(m.name, func(t *testing.T) {
-			objs := make([]runtime.Object, len(rendered))
-			for i, o := range rendered {
-				objs[i] = o.DeepCopyObject()
-			}
-			f := good
-			f.routes = maps.Clone(good.routes)
-			f.defaults = maps.Clone(good.defaults)
-			f.image.env = maps.Clone(good.image.env)
-			m.change(t, objs, &f)
-			problems := checkCluster(objs, f)
-			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, m.problem) }) {
-				t.Errorf("problems %q, want one with %q", problems, m.problem)
-			}
-		})
-	}
+	}, false)
+}
+
+// Each check of who may call finds what it is there for, and nothing
+// else: the overlay with one thing about its credentials broken has that
+// problem alone.
+func TestClusterAuthChecksBite(t *testing.T) {
+	bite(t, []mutation{
+		{"no need for credentials", func(t *testing.T, o []runtime.Object, _ *facts) {
+			cm(t, o).Data["GATEWAY_REQUIRE_AUTH"] = "false"
+		}, "GATEWAY_REQUIRE_AUTH"},
+		{"credentials optional by default", func(t *testing.T, o []runtime.Object, _ *facts) {
+			delete(cm(t, o).Data, "GATEWAY_REQUIRE_AUTH")
+		}, "GATEWAY_REQUIRE_AUTH"},
+		{"no credentials", func(t *testing.T, o []runtime.Object, _ *facts) {
+			setEnv(gatewayContainer(t, o), "GATEWAY_AUTH_TOKENS_FILE", "")
+		}, "no authentication"},
+		{"tokens in the manifest", func(t *testing.T, o []runtime.Object, _ *facts) {
+			setEnv(gatewayContainer(t, o), "GATEWAY_AUTH_TOKENS", "ci:0123456789abcdef0123456789abcdef")
+		}, "GATEWAY_AUTH_TOKENS comes from the env"},
+		{"tokens in the ConfigMap", func(t *testing.T, o []runtime.Object, _ *facts) {
+			cm(t, o).Data["GATEWAY_AUTH_TOKENS"] = "ci:0123456789abcdef0123456789abcdef"
+		}, "GATEWAY_AUTH_TOKENS comes from the configmap"},
+		{"tokens from a secretKeyRef", func(t *testing.T, o []runtime.Object, _ *facts) {
+			c := gatewayContainer(t, o)
+			setEnv(c, "GATEWAY_AUTH_TOKENS_FILE", "")
+			c.Env = append(c.Env, corev1.EnvVar{Name: "GATEWAY_AUTH_TOKENS", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "gateway-auth"}, Key: "nope"}}})
+		}, "has no key nope"},
+		{"tokens file on an emptyDir", func(t *testing.T, o []runtime.Object, _ *facts) {
+			setEnv(gatewayContainer(t, o), "GATEWAY_AUTH_TOKENS_FILE", "/tmp/tokens")
+		}, "GATEWAY_AUTH_TOKENS_FILE=/tmp/tokens is on volume tmp, which is not a Secret"},
+		{"tokens file on a ConfigMap", func(t *testing.T, o []runtime.Object, _ *facts) {
+			volumeNamed(t, o, "auth").VolumeSource = corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: cm(t, o).Name}}}
+		}, "is on volume auth, which is not a Secret"},
+		{"tokens file elsewhere", func(t *testing.T, o []runtime.Object, _ *facts) {
+			setEnv(gatewayContainer(t, o), "GATEWAY_AUTH_TOKENS_FILE", "/etc/elsewhere/tokens")
+		}, "GATEWAY_AUTH_TOKENS_FILE=/etc/elsewhere/tokens is on no mounted volume"},
+		{"tokens file through a subPath", func(t *testing.T, o []runtime.Object, _ *facts) {
+			c := gatewayContainer(t, o)
+			i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "auth" })
+			c.VolumeMounts[i].MountPath, c.VolumeMounts[i].SubPath = "/etc/gateway/auth/tokens", "tokens"
+		}, "subPath"},
+		{"tokens file of another name", func(t *testing.T, o []runtime.Object, _ *facts) {
+			setEnv(gatewayContainer(t, o), "GATEWAY_AUTH_TOKENS_FILE", "/etc/gateway/auth/list")
+		}, "has no key list"},
+		{"no tokens Secret", func(t *testing.T, o []runtime.Object, _ *facts) {
+			secretNamed(t, o, "gateway-auth").Name = "other"
+		}, "the tokens file comes from Secret gateway-auth, which is not in the rendering"},
+	}, true)
 }
 
 func TestParseUsage(t *testing.T) {

@@ -83,6 +83,7 @@ func checkCluster(objs []runtime.Object, f facts) []string {
 	c.grace(d, ctr, env)
 	c.security(d, ctr)
 	c.secret(ctr, env)
+	c.auth(ctr, env)
 	c.metrics(d, ctr, env)
 	c.service(pod, ctr)
 	c.autoscaler(d, ctr)
@@ -334,28 +335,30 @@ func (c *checker) volume(d *appsv1.Deployment, name string) corev1.VolumeSource 
 // key of a mounted Secret; and, when the rendering must carry it, that the
 // Secret is there with that key.
 func (c *checker) secret(ctr corev1.Container, env map[string]setting) {
-	var name, key string
 	if s, ok := env["GATEWAY_SECRET"]; ok {
 		if s.from != "secret" {
 			c.bad("GATEWAY_SECRET comes from the %s, not from a Secret", s.from)
 			return
 		}
-		name, key = s.secret, s.key
+		c.secretKey("the key", s.secret, s.key)
 	} else if s, ok := env["GATEWAY_SECRET_FILE"]; ok {
-		name, key = c.secretFile(ctr, s.value)
-		if name == "" {
-			return
+		if m, ok := c.secretFile(ctr, "GATEWAY_SECRET_FILE", s.value); ok {
+			c.secretKey("the key", m.secret, m.key)
 		}
 	} else {
 		c.bad("neither GATEWAY_SECRET nor GATEWAY_SECRET_FILE is set: each replica would sign with a key of its own, and a 2025 session would work on one replica only")
-		return
 	}
+}
+
+// secretKey checks, when the rendering must carry its Secrets, that
+// Secret name is there with key; what names what comes from it.
+func (c *checker) secretKey(what, name, key string) {
 	if !c.f.secret {
 		return
 	}
 	secrets := c.secrets(name)
 	if len(secrets) != 1 {
-		c.bad("the key comes from Secret %s, which is not in the rendering", name)
+		c.bad("%s comes from Secret %s, which is not in the rendering", what, name)
 		return
 	}
 	if len(secrets[0].Data[key]) == 0 && secrets[0].StringData[key] == "" {
@@ -363,29 +366,40 @@ func (c *checker) secret(ctr corev1.Container, env map[string]setting) {
 	}
 }
 
-// secretFile finds the Secret and key mounted at file.
-func (c *checker) secretFile(ctr corev1.Container, file string) (name, key string) {
+// secretMount is where a file on a Secret volume comes from.
+type secretMount struct {
+	secret, key string
+	subPath     bool // mounted through a subPath, which the kubelet never updates
+}
+
+// secretFile finds the Secret and key mounted at file, which the setting
+// variable names; it reports a file that is not on a mounted Secret.
+func (c *checker) secretFile(ctr corev1.Container, variable, file string) (secretMount, bool) {
 	d := objects[*appsv1.Deployment](c.objs)[0]
 	for _, m := range ctr.VolumeMounts {
+		// A directory holding the file, or the file itself (through a subPath).
 		rel, ok := strings.CutPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")
-		if !ok {
+		switch {
+		case file == m.MountPath:
+			rel = ""
+		case !ok:
 			continue
 		}
 		src := c.volume(d, m.Name).Secret
 		if src == nil {
-			c.bad("GATEWAY_SECRET_FILE=%s is on volume %s, which is not a Secret", file, m.Name)
-			return "", ""
+			c.bad("%s=%s is on volume %s, which is not a Secret", variable, file, m.Name)
+			return secretMount{}, false
 		}
-		key = path.Join(m.SubPath, rel)
+		key := path.Join(m.SubPath, rel)
 		for _, item := range src.Items {
 			if item.Path == key {
 				key = item.Key
 			}
 		}
-		return src.SecretName, key
+		return secretMount{secret: src.SecretName, key: key, subPath: m.SubPath != ""}, true
 	}
-	c.bad("GATEWAY_SECRET_FILE=%s is on no mounted volume", file)
-	return "", ""
+	c.bad("%s=%s is on no mounted volume", variable, file)
+	return secretMount{}, false
 }
 
 // metrics checks the admin listener and the scrape annotations.
