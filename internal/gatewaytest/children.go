@@ -2,14 +2,18 @@ package gatewaytest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stdiomcp/gateway/internal/demo"
 )
 
 // ChildEnv names the child a test binary should run instead of its tests.
@@ -17,6 +21,7 @@ const ChildEnv = "_GATEWAY_TEST_CHILD"
 
 var children = map[string]func(){
 	"gosdk-server": runGoSDKServer,
+	"env-dump":     runEnvDump,
 }
 
 // Child runs the fake child ChildEnv names, and exits; it returns when
@@ -133,4 +138,46 @@ func GoSDKCancelled(t testing.TB, url string, n int) int {
 	}
 	got, _ := strconv.Atoi(resp.Result.Content[0].Text)
 	return got
+}
+
+// DumpFileEnv names the file the env-dump child writes its EnvDump to; the
+// gateway hands it over only when GATEWAY_CHILD_ENV names it.
+const DumpFileEnv = "DUMP_FILE"
+
+// EnvDump is what the env-dump child runs with, and what it can read of
+// its parent's (the gateway's) environment through /proc, as a child that
+// looks for the gateway's secrets would.
+type EnvDump struct {
+	Environ       []string `json:"environ"`
+	Dir           string   `json:"dir"`
+	ParentEnviron []string `json:"parent_environ"` // nil when unreadable
+	ParentErr     string   `json:"parent_err"`
+}
+
+// runEnvDump writes an EnvDump to the file DumpFileEnv names, then serves
+// as the demo server does, so that the gateway is ready only after the
+// dump is written.
+func runEnvDump() {
+	d := EnvDump{Environ: os.Environ()}
+	var err error
+	if d.Dir, err = os.Getwd(); err != nil {
+		d.Dir = "error: " + err.Error()
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", os.Getppid())); err != nil {
+		d.ParentErr = err.Error()
+	} else {
+		d.ParentEnviron = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	}
+	b, err := json.Marshal(d)
+	if err == nil {
+		err = os.WriteFile(os.Getenv(DumpFileEnv), b, 0o600)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "env-dump:", err)
+		os.Exit(1)
+	}
+	if err := demo.Run(context.Background(), nil, os.Stdin, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "env-dump:", err)
+		os.Exit(1)
+	}
 }

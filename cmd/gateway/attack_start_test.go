@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
+)
+
+// What the child runs with: none of the gateway's settings or secrets, in
+// its environment or (through /proc) in the gateway's; and no credential
+// in what it receives or in the gateway's log.
+func TestAttackCredentialsStayWithTheGateway(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		shared bool // GATEWAY_SECRET set
+	}{
+		{"with GATEWAY_SECRET", true},
+		// Without GATEWAY_SECRET the gateway does not hide its /proc
+		// entries, and GATEWAY_AUTH_TOKENS is there for the child to read.
+		{"BUG tokens only, gateway environ readable by the child", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			token, key, other := secret(t), secret(t)+secret(t), secret(t)
+			childDir := sharedDir(t)
+			dump := filepath.Join(childDir, "dump.json")
+			env, args := gatewaytest.ChildCommand(t, "env-dump")
+			env = append(env,
+				"GATEWAY_AUTH_TOKENS=ci:"+token,
+				"GATEWAY_CHILD_ENV="+gatewaytest.ChildEnv+","+gatewaytest.DumpFileEnv+",EXTRA=1",
+				gatewaytest.DumpFileEnv+"="+dump,
+				"SOME_SECRET="+other,
+				"GATEWAY_CHILD_DIR="+childDir)
+			secrets := []string{token, other}
+			if tc.shared {
+				env = append(env, "GATEWAY_SECRET="+key)
+				secrets = append(secrets, key)
+			}
+			g := startAsUser(t, env, args[len(args)-1])
+			tg := newTarget(t, g, token) // ready: the child wrote its dump before it served
+
+			b, err := os.ReadFile(dump)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d gatewaytest.EnvDump
+			if err := json.Unmarshal(b, &d); err != nil {
+				t.Fatal(err)
+			}
+			var path, extra bool
+			for _, kv := range d.Environ {
+				name, _, _ := strings.Cut(kv, "=")
+				switch {
+				case strings.HasPrefix(strings.ToUpper(name), "GATEWAY_") || name == "SOME_SECRET":
+					t.Errorf("the child's environment holds %s", name)
+				case name == "PATH":
+					path = true
+				case kv == "EXTRA=1":
+					extra = true
+				}
+			}
+			if !path || !extra {
+				t.Errorf("the child's environment lacks PATH or EXTRA=1: %q", d.Environ)
+			}
+			want, _ := filepath.EvalSymlinks(childDir)
+			if got, _ := filepath.EvalSymlinks(d.Dir); got != want {
+				t.Errorf("the child runs in %q; want %q", d.Dir, childDir)
+			}
+			for _, kv := range d.ParentEnviron {
+				for _, s := range secrets {
+					if strings.Contains(kv, s) {
+						name, _, _ := strings.Cut(kv, "=")
+						t.Errorf("the child reads %s in /proc/<gateway>/environ", name)
+					}
+				}
+			}
+
+			r := tg.send(t, token, []string{"Cookie", "session=" + other}, call("meta", `{}`), false)
+			r.is(t, 200, 0)
+			for _, s := range secrets {
+				if strings.Contains(string(r.body), s) {
+					t.Errorf("the child received a credential: %s", r.body)
+				}
+			}
+			tg.reached(t, "meta")
+			neverLogged(t, g, secrets...)
+		})
+	}
+}
+
+// sharedDir is a temporary directory every user may use.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// startAsUser starts the gateway with child as its command, as the
+// tests' user, or as nobody when that is root: root reads every
+// process's /proc entries, so only a gateway and child of another user
+// show what a child can read of the gateway that runs it.
+func startAsUser(t *testing.T, env []string, child string) *gateway {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return startGateway(t, env, "--", child)
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skipf("running as root, and no setpriv to run the gateway as another user: %v", err)
+	}
+	dir := sharedDir(t)
+	bin, exe := filepath.Join(dir, "gateway"), filepath.Join(dir, "child")
+	for from, to := range map[string]string{gatewayBin: bin, child: exe} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return gatewaytest.Start(t, setpriv, env, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "--", exe)
+}
+
+// exitsAtStart runs the gateway with env and returns its exit code and
+// stderr; a gateway that starts instead is a failure.
+func exitsAtStart(t *testing.T, env ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gatewayBin)
+	cmd.Env = append(os.Environ(), append([]string{"GATEWAY_ADDR=127.0.0.1:0"}, env...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if ctx.Err() != nil || !errors.As(err, &exit) {
+		t.Fatalf("the gateway did not refuse to start (%v): %s", err, stderr.String())
+	}
+	return exit.ExitCode(), stderr.String()
+}
+
+// Configurations that would expose the gateway or hand its secrets to the
+// child stop it at start; an open gateway on the network is warned about.
+func TestAttackStartUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		says string
+	}{
+		{"GATEWAY_SECRET for the child", []string{"GATEWAY_SECRET=" + strings.Repeat("k", 32), "GATEWAY_CHILD_ENV=GATEWAY_SECRET"}, "GATEWAY_SECRET"},
+		{"gateway_auth_tokens for the child", []string{"GATEWAY_AUTH_TOKENS=t", "GATEWAY_CHILD_ENV=gateway_auth_tokens"}, "gateway_auth_tokens"},
+		{"anyone on the network, required auth", []string{"GATEWAY_ADDR=0.0.0.0:0", "GATEWAY_REQUIRE_AUTH=true"}, "no authentication is configured"},
+		{"HMAC tokens", oauthEnv("ISSUER", "https://issuer.example", "RESOURCE", "https://mcp.example/mcp", "ALGORITHMS", "HS256"), "HS256"},
+		{"unsigned tokens", oauthEnv("ISSUER", "https://issuer.example", "RESOURCE", "https://mcp.example/mcp", "ALGORITHMS", "none"), `"none"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, stderr := exitsAtStart(t, tc.env...)
+			if code != 1 || !strings.Contains(stderr, tc.says) {
+				t.Errorf("exit %d, stderr %q; want 1 and a message naming %s", code, stderr, tc.says)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		warn bool
+	}{
+		{"anyone on the network", []string{"GATEWAY_ADDR=0.0.0.0:0"}, true},
+		{"tokens on the network", []string{"GATEWAY_ADDR=0.0.0.0:0", "GATEWAY_AUTH_TOKENS=t-" + secret(t)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := startGateway(t, tc.env)
+			g.Logs.Wait(t, msgIs("listening")) // the check comes before
+			warned := g.Logs.Find(func(r logRecord) bool {
+				msg, _ := r["msg"].(string)
+				return r["level"] == "WARN" && strings.Contains(msg, "UNAUTHENTICATED")
+			})
+			if (len(warned) == 1) != tc.warn {
+				t.Errorf("UNAUTHENTICATED warnings: %v; want one: %v", warned, tc.warn)
+			}
+		})
+	}
+}
