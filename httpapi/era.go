@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -120,8 +121,17 @@ func checkMirrored(r *http.Request, req *mcp.Request) *rpcFailure {
 
 // headerValue reads a mirrored header: surrounding whitespace is not part
 // of the value, and =?base64?...?= carries a value that is not header-safe.
+// A header sent twice, or with characters a header may not carry as they
+// are, is refused: an intermediary that reads the other copy, or decodes
+// the bytes otherwise, must never see another value than the gateway.
 func headerValue(r *http.Request, name string) (string, error) {
+	if vs := r.Header.Values(name); len(vs) > 1 {
+		return "", fmt.Errorf("sent %d times; send it once", len(vs))
+	}
 	v := strings.TrimSpace(r.Header.Get(name))
+	if !headerSafe(v) {
+		return "", errors.New("the value has characters outside printable ASCII; send such a value as =?base64?...?=")
+	}
 	if !strings.HasPrefix(v, base64Prefix) || !strings.HasSuffix(v, base64Tail) || len(v) < len(base64Prefix)+len(base64Tail) {
 		return v, nil
 	}

@@ -137,7 +137,7 @@ func New(b Backend, opts Options) http.Handler {
 	r := chi.NewRouter()
 	// The meter sits outside Recoverer, so that it sees the 500 a panic
 	// becomes.
-	r.Use(plainRequestID, middleware.RequestID, withTrace, accessLog(opts.Logger), opts.Meter.Instrument, middleware.Recoverer)
+	r.Use(closeAfterChunked, plainRequestID, middleware.RequestID, withTrace, accessLog(opts.Logger), opts.Meter.Instrument, middleware.Recoverer)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
@@ -301,4 +301,21 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 			next.ServeHTTP(ww, r)
 		})
 	}
+}
+
+// closeAfterChunked ends the connection after the answer to a request with
+// a Transfer-Encoding. net/http reads such a body by its chunks and drops a
+// Content-Length sent beside it, so the handlers cannot tell whether both
+// came; and when both did, a proxy in front that went by Content-Length
+// may have sent another request's bytes inside this body, which would then
+// be served as a request of their own. RFC 9112 §6.1: "the server MUST
+// close the connection after responding to such a request". A client
+// that streams its body pays one new connection.
+func closeAfterChunked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }

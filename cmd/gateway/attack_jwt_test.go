@@ -115,27 +115,24 @@ func unsigned(t *testing.T, claims map[string]any) string {
 	return enc([]byte(`{"alg":"none","typ":"JWT","kid":"k1"}`)) + "." + enc(payload) + "."
 }
 
-// oauthEnv sets GATEWAY_OAUTH_<name> for each name/value pair, and the
-// same under the name the binary reads today, GATEWAY_O_AUTH_<name
-// without underscores> (envconfig splits the field name OAuthIssuer as
-// O, Auth, Issuer), so that the tokens are checked while
-// TestAttackOAuthSettingsAreRead fails.
+// oauthEnv sets GATEWAY_OAUTH_<name> for each name/value pair.
 func oauthEnv(kv ...string) []string {
 	var env []string
 	for i := 0; i+1 < len(kv); i += 2 {
-		env = append(env, "GATEWAY_OAUTH_"+kv[i]+"="+kv[i+1], "GATEWAY_O_AUTH_"+strings.ReplaceAll(kv[i], "_", "")+"="+kv[i+1])
+		env = append(env, "GATEWAY_OAUTH_"+kv[i]+"="+kv[i+1])
 	}
 	return env
 }
 
-// BUG: the gateway is configured with the contract's GATEWAY_OAUTH_*
-// names only, and must then let no one in without a token; it reads
-// GATEWAY_O_AUTH_* instead, and serves everyone.
+// The GATEWAY_OAUTH_* names are the ones the gateway reads: with only an
+// issuer set, no one gets in without a token. (A Go field named OAuthIssuer
+// would have been read as GATEWAY_O_AUTH_ISSUER, and everyone served.)
 func TestAttackOAuthSettingsAreRead(t *testing.T) {
 	t.Parallel()
-	g := startGateway(t, []string{"GATEWAY_OAUTH_ISSUER=http://127.0.0.1:1", "GATEWAY_OAUTH_RESOURCE=" + resource})
-	tg := newTarget(t, g, "")
-	tg.run(t, []attack{{name: "BUG no token, OAuth configured", body: call("echo", `{"text":"hi"}`), status: 401, code: -32007, auth: []string{"resource_metadata="}}})
+	watch := secret(t)
+	g := startGateway(t, []string{"GATEWAY_OAUTH_ISSUER=http://127.0.0.1:1", "GATEWAY_OAUTH_RESOURCE=" + resource, "GATEWAY_AUTH_TOKENS=watch:" + watch})
+	tg := newTarget(t, g, watch)
+	tg.run(t, []attack{{name: "no token, OAuth configured", body: call("echo", `{"text":"hi"}`), status: 401, code: -32007, auth: []string{"resource_metadata="}}})
 }
 
 // JWT access tokens against a local issuer, every way a token can be

@@ -24,9 +24,9 @@ func TestAttackCredentialsStayWithTheGateway(t *testing.T) {
 		shared bool // GATEWAY_SECRET set
 	}{
 		{"with GATEWAY_SECRET", true},
-		// Without GATEWAY_SECRET the gateway does not hide its /proc
-		// entries, and GATEWAY_AUTH_TOKENS is there for the child to read.
-		{"BUG tokens only, gateway environ readable by the child", false},
+		// Without GATEWAY_SECRET the gateway hides its /proc entries all
+		// the same: GATEWAY_AUTH_TOKENS is there.
+		{"tokens only", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -164,7 +164,7 @@ func TestAttackStartUp(t *testing.T) {
 		says string
 	}{
 		{"GATEWAY_SECRET for the child", []string{"GATEWAY_SECRET=" + strings.Repeat("k", 32), "GATEWAY_CHILD_ENV=GATEWAY_SECRET"}, "GATEWAY_SECRET"},
-		{"gateway_auth_tokens for the child", []string{"GATEWAY_AUTH_TOKENS=t", "GATEWAY_CHILD_ENV=gateway_auth_tokens"}, "gateway_auth_tokens"},
+		{"gateway_auth_tokens for the child", []string{"GATEWAY_AUTH_TOKENS=" + secret(t), "GATEWAY_CHILD_ENV=gateway_auth_tokens"}, "gateway_auth_tokens"},
 		{"anyone on the network, required auth", []string{"GATEWAY_ADDR=0.0.0.0:0", "GATEWAY_REQUIRE_AUTH=true"}, "no authentication is configured"},
 		{"HMAC tokens", oauthEnv("ISSUER", "https://issuer.example", "RESOURCE", "https://mcp.example/mcp", "ALGORITHMS", "HS256"), "HS256"},
 		{"unsigned tokens", oauthEnv("ISSUER", "https://issuer.example", "RESOURCE", "https://mcp.example/mcp", "ALGORITHMS", "none"), `"none"`},

@@ -69,7 +69,7 @@ func TestAttackWire(t *testing.T) {
 		// what follows, where a front end that went by Content-Length
 		// sees the rest of a body: "Regardless, the server MUST close
 		// the connection after responding to such a request".
-		{name: "BUG Content-Length with Transfer-Encoding, smuggling a request",
+		{name: "Content-Length with Transfer-Encoding, smuggling a request",
 			request: "POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
 				chunk(echo) + "0\r\n\r\n" + smuggled,
 			status: 200, reached: []string{"echo"}, closes: true},
@@ -82,9 +82,9 @@ func TestAttackWire(t *testing.T) {
 		// Read as one field (RFC 9110 §5.3), the value is "echo, slow",
 		// which is not the body's; the gateway reads the first line only,
 		// while an intermediary may act on the last.
-		{name: "BUG Mcp-Name twice, an injected header", request: rawPost(addr, modern+"Mcp-Name: echo\r\nMcp-Name: slow\r\n", modernCall("echo")), status: 400, code: -32020},
+		{name: "Mcp-Name twice, an injected header", request: rawPost(addr, modern+"Mcp-Name: echo\r\nMcp-Name: slow\r\n", modernCall("echo")), status: 400, code: -32020},
 		{name: "control character in Mcp-Name", request: rawPost(addr, modern+"Mcp-Name: ec\x01ho\r\n", modernCall("echo")), status: 400, closes: true},
-		{name: "BUG non-ASCII Mcp-Name not base64-encoded", request: rawPost(addr, modern+"Mcp-Name: \xc3\xa9cho\r\n", modernCall("\u00e9cho")), status: 400, code: -32020},
+		{name: "non-ASCII Mcp-Name not base64-encoded", request: rawPost(addr, modern+"Mcp-Name: \xc3\xa9cho\r\n", modernCall("\u00e9cho")), status: 400, code: -32020},
 		{name: "base64 Mcp-Name that disagrees with the body", request: rawPost(addr, modern+"Mcp-Name: =?base64?c2xvdw==?=\r\n", modernCall("echo")), status: 400, code: -32020},
 		{name: "base64 Mcp-Name", request: rawPost(addr, modern+"Mcp-Name: =?base64?ZWNobw==?=\r\n", modernCall("echo")), status: 200, reached: []string{"echo"}},
 	} {

@@ -100,10 +100,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	} else if k.accepted.session != nil {
 		log.Info("GATEWAY_SECRET_ACCEPT is set: what was signed with that key is accepted too (remove it once every replica signs with GATEWAY_SECRET and GATEWAY_SESSION_TTL has passed)")
 	}
-	if k.shared {
-		if err := hideEnviron(); err != nil {
-			log.Warn("cannot hide the gateway's environment from processes of its user; a child could read GATEWAY_SECRET there", "err", err)
-		}
+	// Always: the environment may hold tokens, keys, or the operator's
+	// own secrets that GATEWAY_CHILD_ENV does not hand on.
+	if err := hideEnviron(); err != nil {
+		log.Warn("cannot hide the gateway's environment from processes of its user; a child could read the gateway's settings there", "err", err)
 	}
 	g, err := newGuard(cfg, log)
 	if err != nil {
