@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
@@ -73,12 +74,12 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	case r.Context().Err() != nil:
 		outcome = "client_gone" // it left before its answer was written
 	}
-	attrs := []any{"who", callerOf(r.Context()).who(), "method", req.Method}
+	attrs := []any{"who", callerOf(r.Context()).who(), "method", clip(req.Method)}
 	if targets, err := mcp.Targets(req); err == nil && len(targets) > 0 {
 		// One key per kind: a listen may name several resources.
 		names := map[mcp.Kind][]string{}
 		for _, t := range targets {
-			names[t.Kind] = append(names[t.Kind], t.Name)
+			names[t.Kind] = append(names[t.Kind], clip(t.Name))
 		}
 		for _, k := range []mcp.Kind{mcp.KindTool, mcp.KindResource, mcp.KindPrompt} {
 			switch n := names[k]; len(n) {
@@ -97,4 +98,19 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	attrs = append(attrs, "dur", time.Since(start).Round(time.Microsecond), "bytes_in", in, "bytes_out", a.bytes)
 	h.log.InfoContext(r.Context(), "audit", attrs...)
 	h.opts.Meter.CallAudited(callerOf(r.Context()).label(), outcome)
+}
+
+// maxLogged bounds a name the audit line repeats from the request: a name
+// may be as long as the body.
+const maxLogged = 256
+
+func clip(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	cut := maxLogged
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -161,12 +161,13 @@ func (h *handlers) authorize(w http.ResponseWriter, r *http.Request, req *mcp.Re
 }
 
 // listFilter is what a list response is passed through for the caller, or
-// nil when the caller may see everything.
+// nil when nobody authenticates. A caller that may see everything gets the
+// whole list, but marked private all the same (see mcp.FilterList).
 func (h *handlers) listFilter(r *http.Request, method string) func([]byte) ([]byte, error) {
-	rules := callerOf(r.Context()).rules()
-	if rules.Unrestricted() || mcp.AccessOf(method) != mcp.AccessList {
+	if h.opts.Auth == nil || mcp.AccessOf(method) != mcp.AccessList {
 		return nil
 	}
+	rules := callerOf(r.Context()).rules()
 	return func(resp []byte) ([]byte, error) {
 		out, _, err := mcp.FilterList(method, resp, func(t mcp.Target) bool { return rules.Allows(authKind(t.Kind), t.Name) })
 		if err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/stdiomcp/gateway/clientlimit"
@@ -25,7 +26,19 @@ func (h *handlers) clientKey(r *http.Request) string {
 	if c := callerOf(r.Context()); c.authenticated {
 		return c.who()
 	}
-	return "addr:" + clientlimit.Addr(r, h.opts.TrustedProxies)
+	return "addr:" + network(clientlimit.Addr(r, h.opts.TrustedProxies))
+}
+
+// network is the part of an address one client holds: an IPv6 client is
+// given a /64 at least, and every address in it, so each is one client; an
+// IPv4 address is its own.
+func network(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !a.Is6() {
+		return addr
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }
 
 // limit refuses, with 429, a client over its rate or with too many

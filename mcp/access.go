@@ -68,10 +68,11 @@ func AccessOf(method string) Access {
 	case MethodToolsList, MethodPromptsList, MethodResourcesList, MethodTemplatesList:
 		return AccessList
 	}
-	if IsTaskMethod(method) && method != MethodTasksList {
+	switch method {
+	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel, MethodTasksResult:
 		// A task id is a handle the child minted for a tools/call the
-		// policy already allowed. tasks/list is not: it would show the
-		// tasks of every caller.
+		// policy already allowed. tasks/list is not among them: it would
+		// show the tasks of every caller.
 		return AccessOpen
 	}
 	return AccessUnknown
@@ -107,18 +108,45 @@ func Targets(r *Request) ([]Target, error) {
 		}
 		return []Target{t}, nil
 	case MethodListen:
-		notes, _ := r.Param(ParamNotifications)
-		f, err := ReadFilter(notes)
-		if err != nil {
-			return nil, err
-		}
-		var ts []Target
-		for _, uri := range f.ResourceSubscriptions {
-			ts = append(ts, Target{KindResource, uri})
-		}
-		return ts, nil
+		return listenTargets(r)
 	}
 	return nil, nil
+}
+
+// listenTargets are the resources a listen subscribes to. ReadFilter reads
+// leniently what it cannot use (it asks for nothing), but a child may read
+// it otherwise, so here anything that is not absent or of the expected
+// shape is refused.
+func listenTargets(r *Request) ([]Target, error) {
+	notes, ok := r.Param(ParamNotifications)
+	if !ok || string(notes) == "null" {
+		return nil, nil
+	}
+	if notes[0] != '{' {
+		return nil, missing("params.notifications must be an object")
+	}
+	f, err := ReadFilter(notes)
+	if err != nil {
+		return nil, err
+	}
+	members, _ := jsonrpc.Members(notes) // ReadFilter has read them
+	if sp, found, _ := jsonrpc.Find(members, "resourceSubscriptions"); found {
+		subs := notes[sp.Start:sp.End]
+		spans, err := jsonrpc.Elements(subs)
+		if err != nil && string(subs) != "null" {
+			return nil, missing("params.notifications.resourceSubscriptions must be an array of URIs")
+		}
+		for _, e := range spans {
+			if _, ok := String(subs[e.Start:e.End]); !ok {
+				return nil, missing("params.notifications.resourceSubscriptions must be an array of URIs")
+			}
+		}
+	}
+	var ts []Target
+	for _, uri := range f.ResourceSubscriptions {
+		ts = append(ts, Target{KindResource, uri})
+	}
+	return ts, nil
 }
 
 // readRef reads completion/complete's ref: {"type":"ref/prompt","name":..}
@@ -198,9 +226,10 @@ func listOf(method string) (list, key string, kind Kind, ok bool) {
 // keep refuses, and reports how many went. This is the one edit the
 // gateway makes to a payload: a caller sees only what it may use. Kept
 // entries are copied byte for byte and every other member stays as it
-// came; an entry whose name cannot be read is taken out. When anything was
-// taken out and the result says cacheScope "public", it becomes "private",
-// since the list now depends on who asked. An error response passes as it
+// came; an entry whose name cannot be read is taken out. A result that
+// says cacheScope "public" says "private" instead, even when nothing was
+// taken out: with a policy in force a list depends on who asks, and a
+// shared cache must not hand one caller's list to another. An error response passes as it
 // is; a result whose list cannot be read (not an array, or named twice) is
 // an error, so that nothing unfiltered slips through.
 func FilterList(method string, resp []byte, keep func(Target) bool) ([]byte, int, error) {
@@ -248,14 +277,17 @@ func FilterList(method string, resp []byte, keep func(Target) bool) ([]byte, int
 		kept.Write(entry)
 	}
 	kept.WriteByte(']')
-	if removed == 0 {
-		return resp, 0, nil
+	var edits []jsonrpc.Edit
+	if removed > 0 {
+		edits = append(edits, jsonrpc.Edit{Span: shift(listSpan, rs.Start), New: kept.Bytes()})
 	}
-	edits := []jsonrpc.Edit{{Span: shift(listSpan, rs.Start), New: kept.Bytes()}}
 	if sp, found, err := jsonrpc.Find(members, "cacheScope"); err == nil && found {
 		if s, _ := String(m.Result[sp.Start:sp.End]); s == "public" {
 			edits = append(edits, jsonrpc.Edit{Span: shift(sp, rs.Start), New: []byte(`"private"`)})
 		}
+	}
+	if len(edits) == 0 {
+		return resp, 0, nil
 	}
 	return jsonrpc.Splice(resp, edits...), removed, nil
 }

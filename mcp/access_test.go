@@ -42,6 +42,10 @@ func TestTargets(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["demo://a","demo://b"]}}}`,
 			[]Target{{KindResource, "demo://a"}, {KindResource, "demo://b"}}, ""},
 		{`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`, nil, ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}`, nil, ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":"demo://b"}}}`, nil, "array of URIs"},
+		{`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[{"uri":"demo://b"}]}}}`, nil, "array of URIs"},
+		{`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":["demo://b"]}}`, nil, "must be an object"},
 	} {
 		got, err := Targets(readRequest(t, tc.req))
 		switch {
@@ -71,7 +75,7 @@ func TestTargetsNamedTwiceNeverReachPolicy(t *testing.T) {
 func TestAccessOf(t *testing.T) {
 	for method, want := range map[string]Access{
 		MethodToolsCall: AccessTargets, MethodToolsList: AccessList, MethodTemplatesList: AccessList,
-		MethodDiscover: AccessOpen, MethodTasksGet: AccessOpen, MethodTasksList: AccessUnknown, MethodListen: AccessTargets,
+		MethodDiscover: AccessOpen, MethodTasksGet: AccessOpen, MethodTasksResult: AccessOpen, MethodTasksList: AccessUnknown, "tasks/run_shell": AccessUnknown, MethodListen: AccessTargets,
 		"admin/exec": AccessUnknown, NoteCancelled: AccessOpen, "notifications/custom": AccessUnknown, "tasks/": AccessUnknown,
 	} {
 		if got := AccessOf(method); got != want {
@@ -101,6 +105,9 @@ func TestFilterList(t *testing.T) {
 		{"public becomes private", MethodResourcesList,
 			`{"jsonrpc":"2.0","id":"x","result":{"resources":[{"uri":"a"},{"uri":"b"}],"ttlMs":5,"cacheScope":"public"}}`, allow("b"),
 			`{"jsonrpc":"2.0","id":"x","result":{"resources":[{"uri":"b"}],"ttlMs":5,"cacheScope":"private"}}`, 1, false},
+		{"public becomes private when nothing is removed too", MethodToolsList,
+			`{"jsonrpc":"2.0","id":"x","result":{"tools":[{"name":"b"}],"cacheScope":"public"}}`, allow("b"),
+			`{"jsonrpc":"2.0","id":"x","result":{"tools":[{"name":"b"}],"cacheScope":"private"}}`, 0, false},
 		{"templates by uriTemplate", MethodTemplatesList,
 			`{"jsonrpc":"2.0","id":1,"result":{"resourceTemplates":[{"uriTemplate":"a/{x}"},{"uriTemplate":"b/{x}"}]}}`, allow("a/{x}"),
 			`{"jsonrpc":"2.0","id":1,"result":{"resourceTemplates":[{"uriTemplate":"a/{x}"}]}}`, 1, false},

@@ -52,6 +52,7 @@ const (
 	MethodTasksUpdate    = "tasks/update"
 	MethodTasksCancel    = "tasks/cancel"
 	MethodTasksList      = "tasks/list"
+	MethodTasksResult    = "tasks/result" // 2025-11-25's tasks
 	tasksMethodPrefix    = "tasks/"
 	NoteInitialized      = "notifications/initialized"
 	NoteCancelled        = "notifications/cancelled"

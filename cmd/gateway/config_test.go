@@ -203,10 +203,17 @@ func TestExposure(t *testing.T) {
 		t.Errorf("GATEWAY_REQUIRE_AUTH: %v", err)
 	}
 	logs.Reset()
+	quiet := []Config{{RequireAuth: true, AuthMetrics: true}, {RequireAuth: true, AdminAddr: ":9090"}}
 	for _, c := range [][2]bool{{true, false}, {false, true}} {
-		if err := checkExposure(Config{RequireAuth: true}, c[0], c[1], "a", log); err != nil || logs.Len() > 0 {
-			t.Errorf("loopback %v, authenticated %v: %v, %q", c[0], c[1], err, logs.String())
+		for _, cfg := range quiet {
+			if err := checkExposure(cfg, c[0], c[1], "a", log); err != nil || logs.Len() > 0 {
+				t.Errorf("loopback %v, authenticated %v: %v, %q", c[0], c[1], err, logs.String())
+			}
 		}
+	}
+	// Authenticated, but /metrics open beside /mcp.
+	if err := checkExposure(Config{}, false, true, "0.0.0.0:8080", log); err != nil || !strings.Contains(logs.String(), "GATEWAY_AUTH_METRICS") {
+		t.Errorf("no warning about /metrics: %v, %q", err, logs.String())
 	}
 }
 

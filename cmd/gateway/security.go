@@ -75,7 +75,13 @@ func newAuth(cfg Config, log *slog.Logger) (*auth.Authenticator, error) {
 // for a gateway that anyone on the network may call: it runs a program
 // for whoever reaches the port.
 func checkExposure(cfg Config, loopback, authenticated bool, addr string, log *slog.Logger) error {
-	if loopback || authenticated {
+	if loopback {
+		return nil
+	}
+	if authenticated {
+		if !cfg.AuthMetrics && cfg.AdminAddr == "" {
+			log.Warn("/metrics on this address needs no credentials, and it shows token names and counts of their calls; set GATEWAY_AUTH_METRICS=true or GATEWAY_ADMIN_ADDR", "addr", addr)
+		}
 		return nil
 	}
 	const msg = "no authentication is configured and the gateway listens on a non-loopback address: anyone who reaches it may call every tool"
