@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/stdiomcp/gateway/auth"
@@ -23,7 +24,14 @@ type Authenticator interface {
 	// Metadata is the Protected Resource Metadata (RFC 9728) and the
 	// paths it is served on; ok is false when OAuth is off.
 	Metadata() (paths []string, body []byte, ok bool)
+	// Changed is closed when the credentials in force change (a tokens
+	// or policy file was reloaded); a new channel is handed out then.
+	Changed() <-chan struct{}
 }
+
+// errCredentialsEnded is why a request whose caller's credentials stopped
+// being valid while it ran was ended: a revoked token, an expired JWT.
+var errCredentialsEnded = errors.New("the caller's credentials are no longer valid")
 
 type identityKey struct{}
 
@@ -87,7 +95,11 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := h.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		// Taken before the credentials are checked, so that a reload
+		// between the two is not missed.
+		changed := h.opts.Auth.Changed()
+		header := r.Header.Get("Authorization")
+		id, err := h.opts.Auth.Authenticate(r.Context(), header)
 		if err != nil && h.opts.Limiter != nil {
 			// Failed attempts count against the address's rate, so that
 			// guessing tokens is as slow as calling.
@@ -118,9 +130,49 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 			writeError(w, http.StatusUnauthorized, nil, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "unauthorized", msg))
 			return
 		}
-		ctx := context.WithValue(r.Context(), identityKey{}, caller{id: id, authenticated: true})
+		// A request may last as long as a stream does: it ends when its
+		// credentials do, not only when its client goes.
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		if !id.Expires.IsZero() {
+			var stop context.CancelFunc
+			ctx, stop = context.WithDeadlineCause(ctx, id.Expires, fmt.Errorf("%w: the token expired", errCredentialsEnded))
+			defer stop()
+		}
+		go h.recheck(ctx, cancel, changed, header)
+		ctx = context.WithValue(ctx, identityKey{}, caller{id: id, authenticated: true})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// recheck ends a request, while it runs, once the credentials it came with
+// no longer pass: each time the tokens or policy change, they are checked
+// again. It returns when the request ends.
+func (h *handlers) recheck(ctx context.Context, end context.CancelCauseFunc, changed <-chan struct{}, header string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		changed = h.opts.Auth.Changed()
+		if _, err := h.opts.Auth.Authenticate(ctx, header); err != nil && ctx.Err() == nil {
+			h.log.InfoContext(ctx, "ended a request whose credentials were revoked while it ran", "err", err)
+			end(fmt.Errorf("%w: it was revoked", errCredentialsEnded))
+			return
+		}
+	}
+}
+
+// credentialsEnded answers a request that recheck or the token's expiry
+// ended, if nothing was written yet; it reports whether that was the end.
+func (h *handlers) credentialsEnded(w http.ResponseWriter, r *http.Request, id []byte) bool {
+	cause := context.Cause(r.Context())
+	if !errors.Is(cause, errCredentialsEnded) {
+		return false
+	}
+	writeError(w, http.StatusUnauthorized, id, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "credentials_ended", cause.Error()))
+	return true
 }
 
 // authorize refuses, with 403, a request for something outside the
@@ -160,14 +212,26 @@ func (h *handlers) authorize(w http.ResponseWriter, r *http.Request, req *mcp.Re
 	return deny(h.opts.Auth.Forbidden(auth.Tool, ""), "this caller may not send "+quote(req.Method)+": its policy names tools, resources and prompts, not other methods")
 }
 
-// listFilter is what a list response is passed through for the caller, or
-// nil when nobody authenticates. A caller that may see everything gets the
-// whole list, but marked private all the same (see mcp.FilterList).
-func (h *handlers) listFilter(r *http.Request, method string) func([]byte) ([]byte, error) {
-	if h.opts.Auth == nil || mcp.AccessOf(method) != mcp.AccessList {
+// answerFilter is what the answer to a request is passed through for its
+// caller, or nil when nobody authenticates: a list shows only what the
+// caller may use (a caller that may see everything gets the whole list,
+// marked private all the same; see mcp.FilterList), and a 2026-07-28
+// caller's requestState is bound to it (see statebind.go).
+func (h *handlers) answerFilter(r *http.Request, method string, modern bool) func([]byte) ([]byte, error) {
+	c := callerOf(r.Context())
+	switch {
+	case !c.authenticated:
 		return nil
+	case mcp.AccessOf(method) == mcp.AccessList:
+		return h.listFilter(c.rules(), method)
+	case modern:
+		owner := c.owner()
+		return func(resp []byte) ([]byte, error) { return h.bindState(owner, resp), nil }
 	}
-	rules := callerOf(r.Context()).rules()
+	return nil
+}
+
+func (h *handlers) listFilter(rules auth.Rules, method string) func([]byte) ([]byte, error) {
 	return func(resp []byte) ([]byte, error) {
 		out, _, err := mcp.FilterList(method, resp, func(t mcp.Target) bool { return rules.Allows(authKind(t.Kind), t.Name) })
 		if err != nil {

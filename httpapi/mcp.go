@@ -153,6 +153,13 @@ func (h *handlers) modern(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 		return
 	}
 	caller.CanStream = accepts(r.Header.Get("Accept"), "text/event-stream")
+	if owner := callerOf(r.Context()).owner(); owner != "" {
+		var f *rpcFailure
+		if req, f = h.unbindState(owner, req); f != nil {
+			writeError(w, f.status, req.ID, f.err)
+			return
+		}
+	}
 	h.call(w, r, req, caller, nil)
 }
 
@@ -187,7 +194,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 	if t != nil {
 		t.track(req.ID, c)
 	}
-	filter := h.listFilter(r, req.Method)
+	filter := h.answerFilter(r, req.Method, caller.Modern)
 	if c.Streams() && caller.CanStream {
 		h.stream(w, r, c, req.ID, nil, filter)
 		return
@@ -275,6 +282,10 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call,
 		case err == nil:
 			childError(w, c.ErrorCode())
 			_ = sse.event(resp)
+		case errors.Is(context.Cause(r.Context()), errCredentialsEnded):
+			// The client is still there: it is told why its stream ends.
+			gatewayError(w, jsonrpc.CodeUnauthorized)
+			_ = sse.event(jsonrpc.NewErrorResponse(id, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "credentials_ended", context.Cause(r.Context()).Error())))
 		case r.Context().Err() != nil:
 			// The client is gone; nothing can reach it.
 		default:
@@ -289,6 +300,9 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call,
 // fail answers a request that ended in a gateway error; a client that went
 // away gets nothing.
 func (h *handlers) fail(w http.ResponseWriter, r *http.Request, id []byte, err error) {
+	if h.credentialsEnded(w, r, id) {
+		return
+	}
 	if r.Context().Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return
 	}

@@ -133,6 +133,10 @@ func New(b Backend, opts Options) http.Handler {
 	opts.defaults()
 	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.SessionKey, opts.SessionTTL, opts.MaxSessions)}
 	h.sessions.accepted = opts.AcceptedKey
+	h.stateKeys = [][]byte{stateKey(opts.SessionKey)}
+	if opts.AcceptedKey != nil {
+		h.stateKeys = append(h.stateKeys, stateKey(opts.AcceptedKey))
+	}
 	opts.Meter.SessionsLive(func() float64 { return float64(h.sessions.live()) })
 	r := chi.NewRouter()
 	// The meter sits outside Recoverer, so that it sees the 500 a panic
@@ -168,10 +172,11 @@ func New(b Backend, opts Options) http.Handler {
 }
 
 type handlers struct {
-	b        Backend
-	opts     Options
-	log      *slog.Logger
-	sessions *sessions
+	b         Backend
+	opts      Options
+	log       *slog.Logger
+	sessions  *sessions
+	stateKeys [][]byte // sign requestStates bound to their caller; the first signs, any verifies
 }
 
 func (h *handlers) healthz(w http.ResponseWriter, r *http.Request) {
