@@ -293,3 +293,65 @@ func TestNewRefusesBadOAuth(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceURIsCannotEscapeAPattern: '*' matches '/', so without the
+// check "demo://a*" would cover demo://a/../b/secret, which a child that maps
+// URIs to files reads as b/secret.
+func TestResourceURIsCannotEscapeAPattern(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.json")
+	writeFile(t, path, `{"tokens": {
+		"ci":  {"resources": ["demo://a*", "DEMO://Static.Example/Docs/*", "file:///srv/*", "test://template/*"]},
+		"all": {"resources": ["*"]}}}`)
+	a, err := auth.New(auth.Options{Tokens: []string{"ci:tok-0123456789ab-ci", "all:tok-0123456789ab-all"}, PolicyFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, e := authErr(t, a, "Bearer tok-0123456789ab-ci")
+	if e != nil {
+		t.Fatal(e)
+	}
+	all, e := authErr(t, a, "Bearer tok-0123456789ab-all")
+	if e != nil {
+		t.Fatal(e)
+	}
+	for _, tc := range []struct {
+		uri  string
+		want bool
+	}{
+		{"demo://a/b", true},
+		{"demo://abc", true},
+		{"demo://a/..b", true},
+		{"demo://a/../b/secret", false},
+		{"demo://a/./b", false},
+		{"demo://a/%2e%2e/b", false},
+		{"demo://a/%2E%2E/b", false},
+		{"demo://a%2f..%2fb", false},
+		{"demo://a%5C..%5Cb", false},
+		{`demo://a\..\b`, false},
+		{"demo://a/b\x00.txt", false},
+		{"demo://a/b%00.txt", false},
+		{"demo://a/b\r\nc", false},
+		{"demo://a/..?x=1", false},
+		// Scheme and host by any letter case, the path exactly.
+		{"DEMO://a/b", true},
+		{"Demo://A/b", true},
+		{"demo://static.example/Docs/x", true},
+		{"demo://STATIC.EXAMPLE/Docs/x", true},
+		{"demo://static.example/docs/x", false},
+		// Templates listed by resources/templates/list go through the same
+		// check and still pass.
+		{"file:///srv/{path}", true},
+		{"file:///srv/{+path}", true},
+		{"test://template/{id}/data", true},
+		{"file:///srv/../etc/{path}", false},
+	} {
+		if got := ci.Rules.Allows(auth.Resource, tc.uri); got != tc.want {
+			t.Errorf("Allows(resource, %q) = %v, want %v", tc.uri, got, tc.want)
+		}
+	}
+	// A caller allowed every resource is not second-guessed, and the check is
+	// for resources only.
+	if !all.Rules.Allows(auth.Resource, "demo://a/../b") || !auth.All().Allows(auth.Resource, "demo://a/%2e%2e/b") {
+		t.Error("a caller allowed every resource was refused one")
+	}
+}
