@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -109,6 +110,7 @@ type state struct {
 	tokens             *tokenSet
 	policy             *policy
 	tokStamp, polStamp stamp
+	tokFileGone        bool // the tokens file was missing when this state was read
 }
 
 // New checks the configuration and reads the files once. It makes no network
@@ -144,7 +146,7 @@ func New(opts Options) (*Authenticator, error) {
 		}
 		a.verifier, a.meta = v, m
 	}
-	st, err := a.load()
+	st, err := a.load(false)
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
@@ -247,8 +249,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 }
 
 // load reads every source into a new state; nothing is kept from a failed
-// read.
-func (a *Authenticator) load() (*state, error) {
+// read. On a reload, a tokens file that no longer exists counts as empty:
+// deleting the file (or unmounting its Secret) is how an operator may well
+// try to revoke every token in it, and keeping them would make that
+// attempt fail open. A file that exists but does not parse is different:
+// it is most likely being edited, so the reload fails and the previous set
+// stays. At start a missing file is an error, since it is more likely a
+// wrong path than a revocation.
+func (a *Authenticator) load(reload bool) (*state, error) {
 	b := newTokenBuilder()
 	for i, t := range a.opts.Tokens {
 		if err := b.add(t, fmt.Sprintf("GATEWAY_AUTH_TOKENS entry %d", i+1)); err != nil {
@@ -258,13 +266,17 @@ func (a *Authenticator) load() (*state, error) {
 	st := &state{}
 	if p := a.opts.TokensFile; p != "" {
 		data, s, err := readFile(p)
-		if err != nil {
+		switch {
+		case reload && errors.Is(err, fs.ErrNotExist):
+			st.tokStamp, st.tokFileGone = missingStamp(), true
+		case err != nil:
 			return nil, fmt.Errorf("the tokens file: %w", err)
+		default:
+			if err := b.addFile(data, p); err != nil {
+				return nil, err
+			}
+			st.tokStamp = s
 		}
-		if err := b.addFile(data, p); err != nil {
-			return nil, err
-		}
-		st.tokStamp = s
 	}
 	st.tokens = &b.set
 	if p := a.opts.PolicyFile; p != "" {
@@ -284,6 +296,8 @@ func (a *Authenticator) load() (*state, error) {
 // Reload re-reads both files now (on SIGHUP). On error the previous tokens
 // and policy stay in force and the error is returned. When Reload returns
 // nil, the very next Authenticate sees the new set: a revoked token fails.
+// A tokens file that is gone is no error: it holds no tokens any more (the
+// environment's stay), and a warning says so.
 func (a *Authenticator) Reload() error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
@@ -291,13 +305,16 @@ func (a *Authenticator) Reload() error {
 }
 
 func (a *Authenticator) reloadLocked() error {
-	st, err := a.load()
+	st, err := a.load(true)
 	if err != nil {
 		err = fmt.Errorf("auth: reload: %w", err)
 		a.log.Error("auth: reload failed; the previous tokens and policy stay in force", "error", err)
 	} else {
 		a.state.Store(st)
 		a.seenTok, a.seenPol = st.tokStamp, st.polStamp
+		if st.tokFileGone {
+			a.log.Warn("auth: the tokens file is gone: none of its tokens is accepted until it is back", "path", a.opts.TokensFile)
+		}
 		a.log.Info("auth: tokens and policy reloaded", "tokens", st.tokens.len(), "policy", st.policy != nil)
 		st.policy.warnUnknownTokens(a.log, st.tokens.names())
 	}
@@ -323,7 +340,7 @@ func (a *Authenticator) poll() {
 // every poll. A stat that differs with the same content (touch, or a
 // Secret remount of identical data) is not a change.
 func changed(path string, seen *stamp) bool {
-	missing := stamp{size: -1}
+	missing := missingStamp()
 	st, err := statFile(path)
 	if err != nil {
 		was := *seen

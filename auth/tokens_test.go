@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -352,5 +354,134 @@ func TestHashToken(t *testing.T) {
 		if _, err := auth.HashToken(tc.name, tc.token); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("HashToken(%q, ...): %v, want an error containing %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// count returns how many records of the level have a message that contains
+// msg.
+func (r *records) count(level slog.Level, msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.list {
+		if rec.Level == level && strings.Contains(rec.Message, msg) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReloadOfAMissingTokensFile: a tokens file that is gone holds no
+// tokens; the environment's stay.
+func TestReloadOfAMissingTokensFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\n")
+	logs := &records{}
+	a, err := auth.New(auth.Options{TokensFile: path, Tokens: []string{"env:tok-0123456789ab-env"}, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reload(); err != nil {
+		t.Fatalf("Reload with the file gone: %v", err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-alpha"); e == nil || e.Reason != "unknown_token" {
+		t.Fatalf("a token of the deleted file: %+v", e)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-env"); e != nil || a.Tokens() != 1 {
+		t.Fatalf("the environment's token: %+v, Tokens %d", e, a.Tokens())
+	}
+	if logs.count(slog.LevelWarn, "the tokens file is gone") != 1 {
+		t.Error("no warning that the tokens file is gone")
+	}
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\n")
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-alpha"); e != nil {
+		t.Fatalf("the file is back, its token is not: %+v", e)
+	}
+}
+
+// TestRunPollsAMissingAndABrokenFile: polling treats a deleted file as
+// empty, and keeps the set through a broken file, with an error for each
+// broken version.
+func TestRunPollsAMissingAndABrokenFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\n")
+	logs := &records{}
+	reloads := make(chan error, 10)
+	a, err := auth.New(auth.Options{
+		TokensFile: path,
+		Poll:       5 * time.Millisecond,
+		Logger:     slog.New(logs),
+		OnReload:   func(err error) { reloads <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		a.Run(ctx)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	wait := func() error {
+		t.Helper()
+		select {
+		case err := <-reloads:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reload within 10s")
+			return nil
+		}
+	}
+
+	for i, broken := range []string{"alpha:tok-0123456789ab-alpha\nbad name:x\n", "alpha:short\n"} {
+		writeFile(t, path, broken)
+		if err := wait(); err == nil {
+			t.Fatal("a broken file reloaded without error")
+		}
+		if _, e := authErr(t, a, "Bearer tok-0123456789ab-alpha"); e != nil {
+			t.Fatalf("the previous set did not stay: %+v", e)
+		}
+		if n := logs.count(slog.LevelError, "reload failed"); n != i+1 {
+			t.Fatalf("%d errors logged after %d broken versions", n, i+1)
+		}
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-alpha"); e == nil {
+		t.Fatal("a token of the deleted file still works")
+	}
+	if logs.count(slog.LevelWarn, "the tokens file is gone") != 1 {
+		t.Error("no warning that the tokens file is gone")
+	}
+
+	writeFile(t, path, "beta:tok-0123456789ab-beta\n")
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-beta"); e != nil {
+		t.Fatal(e)
+	}
+	select {
+	case err := <-reloads:
+		t.Fatalf("an extra reload (%v)", err)
+	default:
+	}
+	if logs.count(slog.LevelWarn, "the tokens file is gone") != 1 {
+		t.Error("the warning was repeated while the file stayed gone")
 	}
 }
