@@ -53,7 +53,7 @@ type Options struct {
 	Poll       time.Duration // how often Run checks the files for change (0: 5s)
 	OAuth      *OAuth        // nil: no JWTs
 	Logger     *slog.Logger  // nil: discard
-	Client     *http.Client  // for JWKS and discovery; nil: one with a 10s timeout
+	Client     *http.Client  // for JWKS and discovery; nil: one with a 10s timeout. Either way, redirects are limited (see checkRedirect)
 
 	// Now is the clock for token times and the JWKS fetch rate limit (nil:
 	// time.Now); tests move it instead of sleeping.
@@ -131,7 +131,22 @@ func New(opts Options) (*Authenticator, error) {
 		a.opts.Now = time.Now
 	}
 	if a.opts.Client == nil {
-		a.opts.Client = &http.Client{Timeout: fetchTimeout}
+		a.opts.Client = &http.Client{Timeout: fetchTimeout, CheckRedirect: checkRedirect}
+	} else {
+		// A copy, so the caller's client keeps its own behaviour
+		// elsewhere; its own redirect policy still applies after ours.
+		c := *a.opts.Client
+		theirs := c.CheckRedirect
+		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if err := checkRedirect(req, via); err != nil {
+				return err
+			}
+			if theirs != nil {
+				return theirs(req, via)
+			}
+			return nil
+		}
+		a.opts.Client = &c
 	}
 	a.enabled = len(opts.Tokens) > 0 || opts.TokensFile != "" || opts.OAuth != nil
 	if !a.enabled && opts.PolicyFile != "" {

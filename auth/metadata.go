@@ -107,6 +107,10 @@ func param(b *strings.Builder, name, value string) {
 	b.WriteByte('"')
 }
 
+func loopback(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+}
+
 // checkURL accepts an absolute https URL, or http for a loopback host (a
 // local issuer in tests and development), with no user info, query or
 // fragment. Tokens name the issuer and resource by exact string, so the
@@ -122,7 +126,7 @@ func checkURL(s, what string) error {
 	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#"):
 		return fmt.Errorf("%s %q may not have user info, a query or a fragment", what, s)
 	case u.Scheme == "https":
-	case u.Scheme == "http" && (u.Hostname() == "localhost" || u.Hostname() == "127.0.0.1" || u.Hostname() == "::1"):
+	case u.Scheme == "http" && loopback(u.Hostname()):
 	default:
 		return fmt.Errorf("%s %q must use https (http only for localhost)", what, s)
 	}
