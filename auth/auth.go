@@ -43,6 +43,12 @@ type Identity struct {
 	Kind   string   // "token" or "jwt"; "none" when authentication is off
 	Scopes []string // a JWT's scopes ("scope" and "scp" claims, merged); nil for tokens
 	Rules  Rules    // what it may use, resolved from the policy when it authenticated
+
+	// Expires is a JWT's exp: a stream opened with the token should end
+	// then, or the token would outlive itself. It is exp as the token says
+	// it; Authenticate accepts the token until exp plus the leeway. Zero
+	// for static tokens, which end only when they are removed.
+	Expires time.Time
 }
 
 // Options configure an Authenticator.
@@ -256,11 +262,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	if a.verifier == nil {
 		return Identity{}, invalid("unknown_token", "the token is not valid")
 	}
-	sub, scopes, e := a.verifier.verify(ctx, token)
+	v, e := a.verifier.verify(ctx, token)
 	if e != nil {
 		return Identity{}, e
 	}
-	return Identity{Name: sub, Kind: "jwt", Scopes: scopes, Rules: st.policy.forScopes(scopes)}, nil
+	return Identity{Name: v.subject, Kind: "jwt", Scopes: v.scopes, Expires: v.expires, Rules: st.policy.forScopes(v.scopes)}, nil
 }
 
 // load reads every source into a new state; nothing is kept from a failed
