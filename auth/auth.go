@@ -6,6 +6,20 @@
 // against the issuer's published keys. A policy file maps token names and JWT
 // scopes to the tools, resources and prompts they may use.
 //
+// Static token entries may hold the token's SHA-256 ("sha256:HEX") instead
+// of the token, so the tokens file need not hold anything a reader could
+// call the gateway with (HashToken makes such entries). On a reload a tokens
+// file that is gone holds no tokens (fail closed), while one that does not
+// parse leaves the previous set in force. The keys are fetched following at
+// most 3 redirects, never from https to http. A JWT's typ, when present, must
+// be one an access token carries, and its exp is the Identity's Expires.
+//
+// Resource URIs are matched as strings, with '*' spanning '/'. Since the
+// child may map URIs to file paths, a caller whose resources are restricted
+// is refused any URI with a "." or ".." segment, an encoded '.', '/', '\' or
+// NUL, a backslash or a control character, whatever its patterns; scheme and
+// host match in any letter case.
+//
 // Answers follow RFC 6750 §3.1: no credentials get 401 with no error code, a
 // malformed Authorization header 400 invalid_request, a bad token 401
 // invalid_token. When the issuer's keys cannot be fetched, a JWT also gets 401
@@ -53,7 +67,7 @@ type Identity struct {
 
 // Options configure an Authenticator.
 type Options struct {
-	Tokens     []string      // GATEWAY_AUTH_TOKENS entries ("name:token" or "token")
+	Tokens     []string      // GATEWAY_AUTH_TOKENS entries ("name:token", "token", "name:sha256:HEX" or "sha256:HEX")
 	TokensFile string        // GATEWAY_AUTH_TOKENS_FILE
 	PolicyFile string        // GATEWAY_AUTH_POLICY_FILE
 	Poll       time.Duration // how often Run checks the files for change (0: 5s)

@@ -355,3 +355,28 @@ func TestResourceURIsCannotEscapeAPattern(t *testing.T) {
 		t.Error("a caller allowed every resource was refused one")
 	}
 }
+
+func TestForbiddenMethod(t *testing.T) {
+	is := newIssuer(t)
+	path := filepath.Join(t.TempDir(), "policy.json")
+	writeFile(t, path, policyJSON)
+	a := oauthAuth(t, is, newClock(), func(o *auth.Options) { o.PolicyFile = path })
+	const method = "custom/method"
+	got := a.ForbiddenMethod(method)
+	want := `Bearer realm="mcp", error="insufficient_scope", error_description="this caller may use only the tools, resources and prompts its policy names, not other methods", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`
+	if got != want {
+		t.Errorf("ForbiddenMethod with OAuth:\n%s\nwant\n%s", got, want)
+	}
+	// The policy's scopes grant every tool, which is no reason to suggest
+	// them for a method (Forbidden for a tool would).
+	if strings.Contains(got, "scope=") || strings.Contains(got, method) || !strings.Contains(a.Forbidden(auth.Tool, ""), "scope=") {
+		t.Errorf("ForbiddenMethod names a scope or the method: %s", got)
+	}
+	plain, err := auth.New(auth.Options{Tokens: []string{"tok-0123456789ab-aaaa"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.ForbiddenMethod(method); got != `Bearer realm="mcp", error="insufficient_scope", error_description="this caller may use only the tools, resources and prompts its policy names, not other methods"` {
+		t.Errorf("ForbiddenMethod without OAuth: %s", got)
+	}
+}
