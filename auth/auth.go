@@ -6,6 +6,20 @@
 // against the issuer's published keys. A policy file maps token names and JWT
 // scopes to the tools, resources and prompts they may use.
 //
+// Static token entries may hold the token's SHA-256 ("sha256:HEX") instead
+// of the token, so the tokens file need not hold anything a reader could
+// call the gateway with (HashToken makes such entries). On a reload a tokens
+// file that is gone holds no tokens (fail closed), while one that does not
+// parse leaves the previous set in force. The keys are fetched following at
+// most 3 redirects, never from https to http. A JWT's typ, when present, must
+// be one an access token carries, and its exp is the Identity's Expires.
+//
+// Resource URIs are matched as strings, with '*' spanning '/'. Since the
+// child may map URIs to file paths, a caller whose resources are restricted
+// is refused any URI with a "." or ".." segment, an encoded '.', '/', '\' or
+// NUL, a backslash or a control character, whatever its patterns; scheme and
+// host match in any letter case.
+//
 // Answers follow RFC 6750 §3.1: no credentials get 401 with no error code, a
 // malformed Authorization header 400 invalid_request, a bad token 401
 // invalid_token. When the issuer's keys cannot be fetched, a JWT also gets 401
@@ -26,6 +40,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -42,17 +57,23 @@ type Identity struct {
 	Kind   string   // "token" or "jwt"; "none" when authentication is off
 	Scopes []string // a JWT's scopes ("scope" and "scp" claims, merged); nil for tokens
 	Rules  Rules    // what it may use, resolved from the policy when it authenticated
+
+	// Expires is a JWT's exp: a stream opened with the token should end
+	// then, or the token would outlive itself. It is exp as the token says
+	// it; Authenticate accepts the token until exp plus the leeway. Zero
+	// for static tokens, which end only when they are removed.
+	Expires time.Time
 }
 
 // Options configure an Authenticator.
 type Options struct {
-	Tokens     []string      // GATEWAY_AUTH_TOKENS entries ("name:token" or "token")
+	Tokens     []string      // GATEWAY_AUTH_TOKENS entries ("name:token", "token", "name:sha256:HEX" or "sha256:HEX")
 	TokensFile string        // GATEWAY_AUTH_TOKENS_FILE
 	PolicyFile string        // GATEWAY_AUTH_POLICY_FILE
 	Poll       time.Duration // how often Run checks the files for change (0: 5s)
 	OAuth      *OAuth        // nil: no JWTs
 	Logger     *slog.Logger  // nil: discard
-	Client     *http.Client  // for JWKS and discovery; nil: one with a 10s timeout
+	Client     *http.Client  // for JWKS and discovery; nil: one with a 10s timeout. Either way, redirects are limited (see checkRedirect)
 
 	// Now is the clock for token times and the JWKS fetch rate limit (nil:
 	// time.Now); tests move it instead of sleeping.
@@ -109,6 +130,7 @@ type state struct {
 	tokens             *tokenSet
 	policy             *policy
 	tokStamp, polStamp stamp
+	tokFileGone        bool // the tokens file was missing when this state was read
 }
 
 // New checks the configuration and reads the files once. It makes no network
@@ -129,7 +151,22 @@ func New(opts Options) (*Authenticator, error) {
 		a.opts.Now = time.Now
 	}
 	if a.opts.Client == nil {
-		a.opts.Client = &http.Client{Timeout: fetchTimeout}
+		a.opts.Client = &http.Client{Timeout: fetchTimeout, CheckRedirect: checkRedirect}
+	} else {
+		// A copy, so the caller's client keeps its own behaviour
+		// elsewhere; its own redirect policy still applies after ours.
+		c := *a.opts.Client
+		theirs := c.CheckRedirect
+		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if err := checkRedirect(req, via); err != nil {
+				return err
+			}
+			if theirs != nil {
+				return theirs(req, via)
+			}
+			return nil
+		}
+		a.opts.Client = &c
 	}
 	a.enabled = len(opts.Tokens) > 0 || opts.TokensFile != "" || opts.OAuth != nil
 	if !a.enabled && opts.PolicyFile != "" {
@@ -144,7 +181,7 @@ func New(opts Options) (*Authenticator, error) {
 		}
 		a.verifier, a.meta = v, m
 	}
-	st, err := a.load()
+	st, err := a.load(false)
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
@@ -239,16 +276,22 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	if a.verifier == nil {
 		return Identity{}, invalid("unknown_token", "the token is not valid")
 	}
-	sub, scopes, e := a.verifier.verify(ctx, token)
+	v, e := a.verifier.verify(ctx, token)
 	if e != nil {
 		return Identity{}, e
 	}
-	return Identity{Name: sub, Kind: "jwt", Scopes: scopes, Rules: st.policy.forScopes(scopes)}, nil
+	return Identity{Name: v.subject, Kind: "jwt", Scopes: v.scopes, Expires: v.expires, Rules: st.policy.forScopes(v.scopes)}, nil
 }
 
 // load reads every source into a new state; nothing is kept from a failed
-// read.
-func (a *Authenticator) load() (*state, error) {
+// read. On a reload, a tokens file that no longer exists counts as empty:
+// deleting the file (or unmounting its Secret) is how an operator may well
+// try to revoke every token in it, and keeping them would make that
+// attempt fail open. A file that exists but does not parse is different:
+// it is most likely being edited, so the reload fails and the previous set
+// stays. At start a missing file is an error, since it is more likely a
+// wrong path than a revocation.
+func (a *Authenticator) load(reload bool) (*state, error) {
 	b := newTokenBuilder()
 	for i, t := range a.opts.Tokens {
 		if err := b.add(t, fmt.Sprintf("GATEWAY_AUTH_TOKENS entry %d", i+1)); err != nil {
@@ -258,13 +301,17 @@ func (a *Authenticator) load() (*state, error) {
 	st := &state{}
 	if p := a.opts.TokensFile; p != "" {
 		data, s, err := readFile(p)
-		if err != nil {
+		switch {
+		case reload && errors.Is(err, fs.ErrNotExist):
+			st.tokStamp, st.tokFileGone = missingStamp(), true
+		case err != nil:
 			return nil, fmt.Errorf("the tokens file: %w", err)
+		default:
+			if err := b.addFile(data, p); err != nil {
+				return nil, err
+			}
+			st.tokStamp = s
 		}
-		if err := b.addFile(data, p); err != nil {
-			return nil, err
-		}
-		st.tokStamp = s
 	}
 	st.tokens = &b.set
 	if p := a.opts.PolicyFile; p != "" {
@@ -284,6 +331,8 @@ func (a *Authenticator) load() (*state, error) {
 // Reload re-reads both files now (on SIGHUP). On error the previous tokens
 // and policy stay in force and the error is returned. When Reload returns
 // nil, the very next Authenticate sees the new set: a revoked token fails.
+// A tokens file that is gone is no error: it holds no tokens any more (the
+// environment's stay), and a warning says so.
 func (a *Authenticator) Reload() error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
@@ -291,13 +340,16 @@ func (a *Authenticator) Reload() error {
 }
 
 func (a *Authenticator) reloadLocked() error {
-	st, err := a.load()
+	st, err := a.load(true)
 	if err != nil {
 		err = fmt.Errorf("auth: reload: %w", err)
 		a.log.Error("auth: reload failed; the previous tokens and policy stay in force", "error", err)
 	} else {
 		a.state.Store(st)
 		a.seenTok, a.seenPol = st.tokStamp, st.polStamp
+		if st.tokFileGone {
+			a.log.Warn("auth: the tokens file is gone: none of its tokens is accepted until it is back", "path", a.opts.TokensFile)
+		}
 		a.log.Info("auth: tokens and policy reloaded", "tokens", st.tokens.len(), "policy", st.policy != nil)
 		st.policy.warnUnknownTokens(a.log, st.tokens.names())
 	}
@@ -323,7 +375,7 @@ func (a *Authenticator) poll() {
 // every poll. A stat that differs with the same content (touch, or a
 // Secret remount of identical data) is not a change.
 func changed(path string, seen *stamp) bool {
-	missing := stamp{size: -1}
+	missing := missingStamp()
 	st, err := statFile(path)
 	if err != nil {
 		was := *seen

@@ -24,6 +24,10 @@ type stamp struct {
 	sum   [sha256.Size]byte // of the content, so a touch without a change reloads nothing
 }
 
+// missingStamp is what polling records for a file that is not there; no
+// file that exists has a negative size.
+func missingStamp() stamp { return stamp{size: -1} }
+
 // statFile returns the stamp's stat part; the sum is left zero.
 func statFile(path string) (stamp, error) {
 	fi, err := os.Stat(path)

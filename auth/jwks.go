@@ -34,6 +34,32 @@ const (
 	fetchTimeout = 10 * time.Second
 )
 
+// maxRedirects is how many redirects one fetch of keys or metadata follows.
+// Issuers redirect once or twice at most (a new path, a CDN); a longer chain
+// is a loop or someone else's idea.
+const maxRedirects = 3
+
+// checkRedirect is the redirect policy of key and metadata fetches. The keys
+// decide which tokens are genuine, so they must come over a channel at least
+// as safe as the configured URL: a redirect from https to plain http would let
+// anyone on the path serve keys of their own. For the same reason a redirect
+// may lead to plain http only from plain http and only to a loopback host,
+// which is all the configuration itself allows (checkURL).
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	switch to, from := req.URL, via[len(via)-1].URL; {
+	case to.Scheme == "https":
+	case to.Scheme == "http" && from.Scheme == "https":
+		return errors.New("refused a redirect from https to http")
+	case to.Scheme == "http" && loopback(to.Hostname()):
+	default:
+		return fmt.Errorf("refused a redirect to %s://%s: only https, or http on a loopback host", to.Scheme, to.Host)
+	}
+	return nil
+}
+
 var (
 	errKeysUnavailable = errors.New("the issuer's keys are unavailable")
 	errRateLimited     = errors.New("keys were fetched less than 30s ago")

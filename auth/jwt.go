@@ -58,40 +58,50 @@ type scopeClaims struct {
 	Scp   scopeList `json:"scp"`
 }
 
-// verify returns the token's subject and scopes, or an *Error saying what
-// was wrong with it.
-func (v *verifier) verify(ctx context.Context, raw string) (string, []string, *Error) {
+// verified is what a valid token says about its bearer.
+type verified struct {
+	subject string
+	scopes  []string
+	expires time.Time
+}
+
+// verify returns what the token says, or an *Error saying what was wrong
+// with it.
+func (v *verifier) verify(ctx context.Context, raw string) (verified, *Error) {
 	alg, ok := peekAlg(raw)
 	if !ok {
-		return "", nil, invalid("not_jwt", "the token is not valid")
+		return verified{}, invalid("not_jwt", "the token is not valid")
 	}
 	if !slices.Contains(v.algs, jose.SignatureAlgorithm(alg)) {
-		return "", nil, invalid("algorithm", "the token's signing algorithm is not accepted")
+		return verified{}, invalid("algorithm", "the token's signing algorithm is not accepted")
 	}
 	// The allowed list, not the token's header, decides which verifiers
 	// can run: that is what keeps "none" and HMAC out.
 	tok, err := jwt.ParseSigned(raw, v.algs)
 	if err != nil || len(tok.Headers) != 1 {
-		return "", nil, invalid("malformed_jwt", "the token is not a well-formed JWT")
+		return verified{}, invalid("malformed_jwt", "the token is not a well-formed JWT")
 	}
 	h := tok.Headers[0]
+	if !accessTokenType(h.ExtraHeaders[jose.HeaderType]) {
+		return verified{}, invalid("type", "the token is not an access token (typ)")
+	}
 	key, e := v.key(ctx, h.KeyID, h.Algorithm)
 	if e != nil {
-		return "", nil, e
+		return verified{}, e
 	}
 	// Claims with no destination only checks the signature; the payload is
 	// then decoded separately so that a bad signature and a claim of the
 	// wrong type get different answers.
 	if err := tok.Claims(key.Key); err != nil {
-		return "", nil, invalid("signature", "the token's signature is invalid")
+		return verified{}, invalid("signature", "the token's signature is invalid")
 	}
 	var c jwt.Claims
 	var sc scopeClaims
 	if err := tok.UnsafeClaimsWithoutVerification(&c, &sc); err != nil {
-		return "", nil, invalid("claims", "the token's claims are malformed")
+		return verified{}, invalid("claims", "the token's claims are malformed")
 	}
 	if c.Expiry == nil {
-		return "", nil, invalid("no_exp", "the token has no expiry (exp)")
+		return verified{}, invalid("no_exp", "the token has no expiry (exp)")
 	}
 	err = c.ValidateWithLeeway(jwt.Expected{
 		Issuer:      v.issuer,
@@ -101,24 +111,45 @@ func (v *verifier) verify(ctx context.Context, raw string) (string, []string, *E
 	switch {
 	case err == nil:
 	case errors.Is(err, jwt.ErrInvalidIssuer):
-		return "", nil, invalid("issuer", "the token is from another issuer")
+		return verified{}, invalid("issuer", "the token is from another issuer")
 	case errors.Is(err, jwt.ErrInvalidAudience):
-		return "", nil, invalid("audience", "the token is not for this resource (aud)")
+		return verified{}, invalid("audience", "the token is not for this resource (aud)")
 	case errors.Is(err, jwt.ErrExpired):
-		return "", nil, invalid("expired", "the token has expired")
+		return verified{}, invalid("expired", "the token has expired")
 	case errors.Is(err, jwt.ErrNotValidYet):
-		return "", nil, invalid("not_yet_valid", "the token is not valid yet (nbf)")
+		return verified{}, invalid("not_yet_valid", "the token is not valid yet (nbf)")
 	case errors.Is(err, jwt.ErrIssuedInTheFuture):
-		return "", nil, invalid("issued_in_future", "the token was issued in the future (iat)")
+		return verified{}, invalid("issued_in_future", "the token was issued in the future (iat)")
 	default:
-		return "", nil, invalid("claims", "the token's claims are not valid")
+		return verified{}, invalid("claims", "the token's claims are not valid")
 	}
 	if c.Subject == "" {
-		return "", nil, invalid("no_sub", "the token has no subject (sub)")
+		return verified{}, invalid("no_sub", "the token has no subject (sub)")
 	}
 	scopes := slices.Concat([]string(sc.Scope), []string(sc.Scp))
 	slices.Sort(scopes)
-	return c.Subject, slices.Compact(scopes), nil
+	return verified{subject: c.Subject, scopes: slices.Compact(scopes), expires: c.Expiry.Time()}, nil
+}
+
+// accessTokenType reports whether a JWS "typ" header allows the token to be
+// an access token. RFC 9068 §4 asks for "at+jwt", yet most issuers still
+// send "JWT" or nothing, and refusing those would refuse them all. What
+// explicit typing (RFC 8725 §3.11) can still do here is keep out tokens that
+// say they are something else: an ID token or logout token typed by its
+// issuer, a DPoP proof, a security event. So a missing typ, "JWT" and
+// "at+jwt" pass (with or without "application/", in any letter case, as
+// RFC 7515 §4.1.9 allows), and every other value is refused.
+func accessTokenType(typ any) bool {
+	if typ == nil {
+		return true
+	}
+	s, ok := typ.(string)
+	if !ok {
+		return false
+	}
+	s = strings.ToLower(s)
+	s = strings.TrimPrefix(s, "application/")
+	return s == "jwt" || s == "at+jwt"
 }
 
 // key finds the verification key, fetching the JWKS when none is cached yet

@@ -2,10 +2,12 @@ package auth_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -385,5 +387,70 @@ func BenchmarkAuthenticate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestJWTExpires: the identity carries exp, so a stream can end with its
+// token; a static token's never expires.
+func TestJWTExpires(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	a := oauthAuth(t, is, c, func(o *auth.Options) { o.Tokens = []string{"ci:tok-0123456789ab-ci"} })
+	cl := good(is, c)
+	exp := c.Now().Add(17 * time.Minute)
+	cl.Expiry = jwt.NewNumericDate(exp)
+	id, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", cl))
+	if e != nil {
+		t.Fatal(e)
+	}
+	if !id.Expires.Equal(exp) {
+		t.Fatalf("Expires %v, want %v", id.Expires, exp)
+	}
+	if id, e := authErr(t, a, "Bearer tok-0123456789ab-ci"); e != nil || !id.Expires.IsZero() {
+		t.Fatalf("static token: identity %+v, error %v", id, e)
+	}
+}
+
+func rs256(in []byte) []byte {
+	d := sha256.Sum256(in)
+	sig, err := rsa.SignPKCS1v15(rand.Reader, rsaKey, crypto.SHA256, d[:])
+	if err != nil {
+		panic(err)
+	}
+	return sig
+}
+
+// TestJWTType: a token whose typ says it is something other than an
+// access token is refused; the types access tokens carry in practice pass.
+func TestJWTType(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	a := oauthAuth(t, is, c, nil)
+	for _, tc := range []struct {
+		typ any // nil: no typ header
+		ok  bool
+	}{
+		{nil, true},
+		{"JWT", true},
+		{"jwt", true},
+		{"at+jwt", true},
+		{"application/at+jwt", true},
+		{"AT+JWT", true},
+		{"id_token+jwt", false},
+		{"logout+jwt", false},
+		{"dpop+jwt", false},
+		{"secevent+jwt", false},
+		{"application/jose", false},
+		{"", false},
+		{5, false},
+	} {
+		h := map[string]any{"alg": "RS256", "kid": "rsa1"}
+		if tc.typ != nil {
+			h["typ"] = tc.typ
+		}
+		_, e := authErr(t, a, "Bearer "+handmade(t, h, good(is, c), rs256))
+		if ok := e == nil; ok != tc.ok || !ok && e.Reason != "type" {
+			t.Errorf("typ %v: error %+v, want success %v", tc.typ, e, tc.ok)
+		}
 	}
 }

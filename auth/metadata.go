@@ -93,6 +93,24 @@ func (a *Authenticator) Forbidden(k Kind, name string) string {
 	return b.String()
 }
 
+// ForbiddenMethod returns the WWW-Authenticate value for a 403 on a method
+// the policy cannot name (anything other than using a tool, a resource or a
+// prompt), which only a caller with no restriction may send. It has no scope
+// parameter: the policy grants tools, resources and prompts, not methods,
+// so no scope is the one to ask for. The method is taken so that the call
+// reads as what it refuses, and is not repeated: it comes from the request
+// and has no business in a header.
+func (a *Authenticator) ForbiddenMethod(method string) string {
+	var b strings.Builder
+	b.WriteString(`Bearer realm="mcp"`)
+	param(&b, "error", "insufficient_scope")
+	param(&b, "error_description", "this caller may use only the tools, resources and prompts its policy names, not other methods")
+	if a.verifier != nil {
+		param(&b, "resource_metadata", a.meta.url)
+	}
+	return b.String()
+}
+
 // param appends an auth-param as a quoted-string (RFC 9110 §5.6.4).
 func param(b *strings.Builder, name, value string) {
 	b.WriteString(", ")
@@ -105,6 +123,10 @@ func param(b *strings.Builder, name, value string) {
 		b.WriteByte(value[i])
 	}
 	b.WriteByte('"')
+}
+
+func loopback(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
 }
 
 // checkURL accepts an absolute https URL, or http for a loopback host (a
@@ -122,7 +144,7 @@ func checkURL(s, what string) error {
 	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#"):
 		return fmt.Errorf("%s %q may not have user info, a query or a fragment", what, s)
 	case u.Scheme == "https":
-	case u.Scheme == "http" && (u.Hostname() == "localhost" || u.Hostname() == "127.0.0.1" || u.Hostname() == "::1"):
+	case u.Scheme == "http" && loopback(u.Hostname()):
 	default:
 		return fmt.Errorf("%s %q must use https (http only for localhost)", what, s)
 	}

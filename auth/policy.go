@@ -56,11 +56,19 @@ func All() Rules {
 }
 
 // Allows reports whether the rules allow the named tool, resource (by URI) or
-// prompt.
+// prompt. Unless every resource is allowed, a URI that could climb out of
+// the tree a pattern names is refused (see unsafeURI), and the URI's scheme
+// and host are compared without regard to letter case.
 func (r Rules) Allows(k Kind, name string) bool {
 	p := r.of(k)
 	if p.all {
 		return true
+	}
+	if k == Resource {
+		if unsafeURI(name) {
+			return false
+		}
+		name = lowerOrigin(name, false)
 	}
 	for _, pat := range p.list {
 		if match(pat, name) {
@@ -215,6 +223,11 @@ func (s ruleSpec) compile() (Rules, error) {
 		}
 		if !p.all {
 			p.list = slices.Clone(list)
+		}
+		if kind == "resources" {
+			for i, pat := range p.list {
+				p.list[i] = lowerOrigin(pat, true)
+			}
 		}
 		return p, nil
 	}

@@ -293,3 +293,90 @@ func TestNewRefusesBadOAuth(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceURIsCannotEscapeAPattern: '*' matches '/', so without the
+// check "demo://a*" would cover demo://a/../b/secret, which a child that maps
+// URIs to files reads as b/secret.
+func TestResourceURIsCannotEscapeAPattern(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.json")
+	writeFile(t, path, `{"tokens": {
+		"ci":  {"resources": ["demo://a*", "DEMO://Static.Example/Docs/*", "file:///srv/*", "test://template/*"]},
+		"all": {"resources": ["*"]}}}`)
+	a, err := auth.New(auth.Options{Tokens: []string{"ci:tok-0123456789ab-ci", "all:tok-0123456789ab-all"}, PolicyFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, e := authErr(t, a, "Bearer tok-0123456789ab-ci")
+	if e != nil {
+		t.Fatal(e)
+	}
+	all, e := authErr(t, a, "Bearer tok-0123456789ab-all")
+	if e != nil {
+		t.Fatal(e)
+	}
+	for _, tc := range []struct {
+		uri  string
+		want bool
+	}{
+		{"demo://a/b", true},
+		{"demo://abc", true},
+		{"demo://a/..b", true},
+		{"demo://a/../b/secret", false},
+		{"demo://a/./b", false},
+		{"demo://a/%2e%2e/b", false},
+		{"demo://a/%2E%2E/b", false},
+		{"demo://a%2f..%2fb", false},
+		{"demo://a%5C..%5Cb", false},
+		{`demo://a\..\b`, false},
+		{"demo://a/b\x00.txt", false},
+		{"demo://a/b%00.txt", false},
+		{"demo://a/b\r\nc", false},
+		{"demo://a/..?x=1", false},
+		// Scheme and host by any letter case, the path exactly.
+		{"DEMO://a/b", true},
+		{"Demo://A/b", true},
+		{"demo://static.example/Docs/x", true},
+		{"demo://STATIC.EXAMPLE/Docs/x", true},
+		{"demo://static.example/docs/x", false},
+		// Templates listed by resources/templates/list go through the same
+		// check and still pass.
+		{"file:///srv/{path}", true},
+		{"file:///srv/{+path}", true},
+		{"test://template/{id}/data", true},
+		{"file:///srv/../etc/{path}", false},
+	} {
+		if got := ci.Rules.Allows(auth.Resource, tc.uri); got != tc.want {
+			t.Errorf("Allows(resource, %q) = %v, want %v", tc.uri, got, tc.want)
+		}
+	}
+	// A caller allowed every resource is not second-guessed, and the check is
+	// for resources only.
+	if !all.Rules.Allows(auth.Resource, "demo://a/../b") || !auth.All().Allows(auth.Resource, "demo://a/%2e%2e/b") {
+		t.Error("a caller allowed every resource was refused one")
+	}
+}
+
+func TestForbiddenMethod(t *testing.T) {
+	is := newIssuer(t)
+	path := filepath.Join(t.TempDir(), "policy.json")
+	writeFile(t, path, policyJSON)
+	a := oauthAuth(t, is, newClock(), func(o *auth.Options) { o.PolicyFile = path })
+	const method = "custom/method"
+	got := a.ForbiddenMethod(method)
+	want := `Bearer realm="mcp", error="insufficient_scope", error_description="this caller may use only the tools, resources and prompts its policy names, not other methods", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`
+	if got != want {
+		t.Errorf("ForbiddenMethod with OAuth:\n%s\nwant\n%s", got, want)
+	}
+	// The policy's scopes grant every tool, which is no reason to suggest
+	// them for a method (Forbidden for a tool would).
+	if strings.Contains(got, "scope=") || strings.Contains(got, method) || !strings.Contains(a.Forbidden(auth.Tool, ""), "scope=") {
+		t.Errorf("ForbiddenMethod names a scope or the method: %s", got)
+	}
+	plain, err := auth.New(auth.Options{Tokens: []string{"tok-0123456789ab-aaaa"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.ForbiddenMethod(method); got != `Bearer realm="mcp", error="insufficient_scope", error_description="this caller may use only the tools, resources and prompts its policy names, not other methods"` {
+		t.Errorf("ForbiddenMethod without OAuth: %s", got)
+	}
+}

@@ -75,35 +75,13 @@ func newTokenBuilder() *tokenBuilder {
 	return &tokenBuilder{names: map[string]bool{}, digests: map[[sha256.Size]byte]bool{}}
 }
 
-// add parses one "name:token" or "token" entry. where says which entry it is
-// for error messages, which never quote the entry: it holds a credential.
+// add parses one entry: "name:token", "token", "name:sha256:HEX" or
+// "sha256:HEX". where says which entry it is for error messages, which never
+// quote the entry: it may hold a credential.
 func (b *tokenBuilder) add(entry, where string) error {
-	entry = strings.TrimSpace(entry)
-	if entry == "" {
-		return fmt.Errorf("%s: an empty token", where)
-	}
-	name, token, named := strings.Cut(entry, ":")
-	if !named {
-		token = name
-		name = ""
-	}
-	if named && !validName(name) {
-		return fmt.Errorf("%s: the part before ':' is not a token name (letters, digits, '.', '_', '-')", where)
-	}
-	if token == "" {
-		return fmt.Errorf("%s: an empty token", where)
-	}
-	if !validBearer(token) {
-		return fmt.Errorf("%s: the token has characters a Bearer header cannot carry (RFC 6750 b64token)", where)
-	}
-	if len(token) < minToken {
-		// A short token can be guessed, and a placeholder left in a
-		// manifest must not start a gateway that anyone can call.
-		return fmt.Errorf("%s: the token has %d characters; it needs at least %d (for example: openssl rand -hex 32)", where, len(token), minToken)
-	}
-	d := sha256.Sum256([]byte(token))
-	if !named {
-		name = "token-" + hex.EncodeToString(d[:4])
+	name, d, err := parseEntry(entry)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
 	}
 	if b.digests[d] {
 		return fmt.Errorf("%s: the same token is listed twice", where)
@@ -114,6 +92,92 @@ func (b *tokenBuilder) add(entry, where string) error {
 	b.digests[d], b.names[name] = true, true
 	b.set.entries = append(b.set.entries, tokenEntry{name: name, digest: d})
 	return nil
+}
+
+// digestPrefix marks an entry that holds the SHA-256 of a token rather than
+// the token. The gateway keeps only digests anyway, so a tokens file of
+// digests works the same and gives a reader (the child runs as the gateway's
+// user and may be able to read it) nothing to authenticate with. An unsalted
+// hash is enough because the tokens it protects are long random strings,
+// not passwords; a short token's digest could be brute-forced, which is why
+// HashToken refuses to make one.
+const digestPrefix = "sha256:"
+
+// parseEntry returns an entry's name (derived from the digest when the entry
+// has none) and its token's digest. Its errors never quote the entry.
+func parseEntry(entry string) (string, [sha256.Size]byte, error) {
+	var d [sha256.Size]byte
+	entry = strings.TrimSpace(entry)
+	if entry == "" {
+		return "", d, errors.New("an empty token")
+	}
+	name, token, named := strings.Cut(entry, ":")
+	if !named {
+		name, token = "", name
+	} else if strings.EqualFold(name+":", digestPrefix) {
+		// "sha256:HEX": an unnamed digest. The name "sha256" is
+		// therefore reserved, in any letter case, so that an entry
+		// is never read as a digest and a named token by turns.
+		name, token, named = "", digestPrefix+token, false
+	}
+	if named && !validName(name) {
+		return "", d, errors.New("the part before ':' is not a token name (letters, digits, '.', '_', '-')")
+	}
+	if len(token) >= len(digestPrefix) && strings.EqualFold(token[:len(digestPrefix)], digestPrefix) {
+		h := token[len(digestPrefix):]
+		bad := fmt.Errorf("after %q come the %d hex digits of the token's SHA-256 (gateway token -hash prints them)", digestPrefix, hex.EncodedLen(sha256.Size))
+		if len(h) != hex.EncodedLen(sha256.Size) {
+			return "", d, bad
+		}
+		if _, err := hex.Decode(d[:], []byte(h)); err != nil {
+			return "", d, bad
+		}
+	} else {
+		if err := checkToken(token); err != nil {
+			return "", d, err
+		}
+		d = sha256.Sum256([]byte(token))
+	}
+	if !named {
+		name = "token-" + hex.EncodeToString(d[:4])
+	}
+	return name, d, nil
+}
+
+// checkToken refuses a plain token a client could not send or an attacker
+// could guess.
+func checkToken(token string) error {
+	if token == "" {
+		return errors.New("an empty token")
+	}
+	if !validBearer(token) {
+		return errors.New("the token has characters a Bearer header cannot carry (RFC 6750 b64token)")
+	}
+	if len(token) < minToken {
+		// A short token can be guessed, and a placeholder left in a
+		// manifest must not start a gateway that anyone can call.
+		return fmt.Errorf("the token has %d characters; it needs at least %d (for example: gateway token, or openssl rand -hex 32)", len(token), minToken)
+	}
+	return nil
+}
+
+// HashToken returns the tokens-file entry for token that holds its SHA-256
+// instead of the token: "sha256:HEX", or "name:sha256:HEX" when name is not
+// empty. It refuses what a plain entry would refuse (a short token, a bad
+// name) and never quotes the token in its error.
+func HashToken(name, token string) (string, error) {
+	if name != "" && (!validName(name) || strings.EqualFold(name+":", digestPrefix)) {
+		return "", errors.New("auth: a token name has letters, digits, '.', '_', '-' and is not \"sha256\"")
+	}
+	if err := checkToken(token); err != nil {
+		return "", fmt.Errorf("auth: %w", err)
+	}
+	d := sha256.Sum256([]byte(token))
+	entry := digestPrefix + hex.EncodeToString(d[:])
+	if name != "" {
+		entry = name + ":" + entry
+	}
+	return entry, nil
 }
 
 // addFile parses a tokens file: one entry a line, '#' comments and blank

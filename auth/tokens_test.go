@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -258,5 +260,228 @@ func TestReloadUnderLoad(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Errorf("a token in every version failed: %s", e)
+	}
+}
+
+func digestOf(token string) string {
+	d := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(d[:])
+}
+
+// TestHashedTokens: an entry may hold the token's SHA-256 instead of the
+// token, in the environment and in the file, named or not, in either letter
+// case; the presented token is what authenticates.
+func TestHashedTokens(t *testing.T) {
+	const ci, file, upper, plain = "tok-0123456789ab-ci", "tok-0123456789ab-file", "tok-0123456789ab-upper", "tok-0123456789ab-plain"
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "# digests only\nsha256:"+digestOf(file)+"\nup:SHA256:"+strings.ToUpper(digestOf(upper))+"\n")
+	a, err := auth.New(auth.Options{
+		Tokens:     []string{"ci:sha256:" + digestOf(ci), plain},
+		TokensFile: path,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Tokens() != 4 {
+		t.Fatalf("Tokens %d, want 4", a.Tokens())
+	}
+	for tok, name := range map[string]string{
+		ci:    "ci",
+		file:  "token-" + digestOf(file)[:8], // the name a plain entry of the same token gets
+		upper: "up",
+		plain: "token-" + digestOf(plain)[:8],
+	} {
+		if id, e := authErr(t, a, "Bearer "+tok); e != nil || id.Name != name || id.Kind != "token" {
+			t.Errorf("%s: identity %+v, error %v; want name %q", tok, id, e, name)
+		}
+	}
+	// The digest itself is no credential.
+	for _, h := range []string{"Bearer " + digestOf(ci), "Bearer sha256:" + digestOf(ci)} {
+		if _, e := authErr(t, a, h); e == nil {
+			t.Errorf("%.30s... was accepted", h)
+		}
+	}
+}
+
+func TestHashedTokensRefused(t *testing.T) {
+	const secret = "ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab1" // 63 digits
+	for _, tc := range []struct {
+		name  string
+		entry []string
+		want  string
+	}{
+		{"too short", []string{"sha256:" + secret}, "64 hex digits"},
+		{"too long", []string{"ci:sha256:" + secret + "00"}, "64 hex digits"},
+		{"not hex", []string{"ci:sha256:" + secret + "g"}, "64 hex digits"},
+		{"empty", []string{"ci:sha256:"}, "64 hex digits"},
+		{"the name sha256 is reserved", []string{"SHA256:" + secret + "0-plain-token"}, "64 hex digits"},
+		{"the same token plain and hashed", []string{"a:tok-0123456789ab-SECRET", "b:sha256:" + digestOf("tok-0123456789ab-SECRET")}, "entry 2: the same token is listed twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := auth.New(auth.Options{Tokens: tc.entry})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), secret[:16]) || strings.Contains(err.Error(), "SECRET") {
+				t.Fatalf("the error repeats the entry: %v", err)
+			}
+		})
+	}
+}
+
+func TestHashToken(t *testing.T) {
+	const tok = "tok-0123456789ab-hash"
+	line, err := auth.HashToken("ci", tok)
+	if err != nil || line != "ci:sha256:"+digestOf(tok) {
+		t.Fatalf("HashToken = %q, %v", line, err)
+	}
+	if line, err := auth.HashToken("", tok); err != nil || line != "sha256:"+digestOf(tok) {
+		t.Fatalf("HashToken without a name = %q, %v", line, err)
+	}
+	a, err := auth.New(auth.Options{Tokens: []string{line}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, e := authErr(t, a, "Bearer "+tok); e != nil || id.Name != "ci" {
+		t.Fatalf("identity %+v, error %v", id, e)
+	}
+	for _, tc := range []struct{ name, token, want string }{
+		{"ci", "SECRET-short", "at least 16"},
+		{"ci", "SECRET with space-0123", "cannot carry"},
+		{"bad name", "tok-0123456789ab-SECRET", "token name"},
+		{"Sha256", "tok-0123456789ab-SECRET", "token name"},
+	} {
+		if _, err := auth.HashToken(tc.name, tc.token); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("HashToken(%q, ...): %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// count returns how many records of the level have a message that contains
+// msg.
+func (r *records) count(level slog.Level, msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.list {
+		if rec.Level == level && strings.Contains(rec.Message, msg) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReloadOfAMissingTokensFile: a tokens file that is gone holds no
+// tokens; the environment's stay.
+func TestReloadOfAMissingTokensFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\n")
+	logs := &records{}
+	a, err := auth.New(auth.Options{TokensFile: path, Tokens: []string{"env:tok-0123456789ab-env"}, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reload(); err != nil {
+		t.Fatalf("Reload with the file gone: %v", err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-alpha"); e == nil || e.Reason != "unknown_token" {
+		t.Fatalf("a token of the deleted file: %+v", e)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-env"); e != nil || a.Tokens() != 1 {
+		t.Fatalf("the environment's token: %+v, Tokens %d", e, a.Tokens())
+	}
+	if logs.count(slog.LevelWarn, "the tokens file is gone") != 1 {
+		t.Error("no warning that the tokens file is gone")
+	}
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\n")
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-alpha"); e != nil {
+		t.Fatalf("the file is back, its token is not: %+v", e)
+	}
+}
+
+// TestRunPollsAMissingAndABrokenFile: polling treats a deleted file as
+// empty, and keeps the set through a broken file, with an error for each
+// broken version.
+func TestRunPollsAMissingAndABrokenFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "alpha:tok-0123456789ab-alpha\n")
+	logs := &records{}
+	reloads := make(chan error, 10)
+	a, err := auth.New(auth.Options{
+		TokensFile: path,
+		Poll:       5 * time.Millisecond,
+		Logger:     slog.New(logs),
+		OnReload:   func(err error) { reloads <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		a.Run(ctx)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	wait := func() error {
+		t.Helper()
+		select {
+		case err := <-reloads:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reload within 10s")
+			return nil
+		}
+	}
+
+	for i, broken := range []string{"alpha:tok-0123456789ab-alpha\nbad name:x\n", "alpha:short\n"} {
+		writeFile(t, path, broken)
+		if err := wait(); err == nil {
+			t.Fatal("a broken file reloaded without error")
+		}
+		if _, e := authErr(t, a, "Bearer tok-0123456789ab-alpha"); e != nil {
+			t.Fatalf("the previous set did not stay: %+v", e)
+		}
+		if n := logs.count(slog.LevelError, "reload failed"); n != i+1 {
+			t.Fatalf("%d errors logged after %d broken versions", n, i+1)
+		}
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-alpha"); e == nil {
+		t.Fatal("a token of the deleted file still works")
+	}
+	if logs.count(slog.LevelWarn, "the tokens file is gone") != 1 {
+		t.Error("no warning that the tokens file is gone")
+	}
+
+	writeFile(t, path, "beta:tok-0123456789ab-beta\n")
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := authErr(t, a, "Bearer tok-0123456789ab-beta"); e != nil {
+		t.Fatal(e)
+	}
+	select {
+	case err := <-reloads:
+		t.Fatalf("an extra reload (%v)", err)
+	default:
+	}
+	if logs.count(slog.LevelWarn, "the tokens file is gone") != 1 {
+		t.Error("the warning was repeated while the file stayed gone")
 	}
 }
