@@ -127,6 +127,7 @@ type Authenticator struct {
 // state is one consistent reading of the tokens and the policy; a reload
 // replaces it whole, so a request never sees new tokens with an old policy.
 type state struct {
+	changed            chan struct{} // closed when another state replaces this one
 	tokens             *tokenSet
 	policy             *policy
 	tokStamp, polStamp stamp
@@ -185,6 +186,7 @@ func New(opts Options) (*Authenticator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
+	st.changed = make(chan struct{})
 	a.state.Store(st)
 	a.seenTok, a.seenPol = st.tokStamp, st.polStamp
 	st.policy.warnUnknownTokens(a.log, st.tokens.names())
@@ -328,6 +330,12 @@ func (a *Authenticator) load(reload bool) (*state, error) {
 	return st, nil
 }
 
+// Changed is closed when a reload puts other tokens or another policy in
+// force; call it again for the next change. A request that outlives a
+// reload checks its credentials again then (a revoked token must not keep
+// a stream open).
+func (a *Authenticator) Changed() <-chan struct{} { return a.state.Load().changed }
+
 // Reload re-reads both files now (on SIGHUP). On error the previous tokens
 // and policy stay in force and the error is returned. When Reload returns
 // nil, the very next Authenticate sees the new set: a revoked token fails.
@@ -345,7 +353,8 @@ func (a *Authenticator) reloadLocked() error {
 		err = fmt.Errorf("auth: reload: %w", err)
 		a.log.Error("auth: reload failed; the previous tokens and policy stay in force", "error", err)
 	} else {
-		a.state.Store(st)
+		st.changed = make(chan struct{})
+		close(a.state.Swap(st).changed)
 		a.seenTok, a.seenPol = st.tokStamp, st.polStamp
 		if st.tokFileGone {
 			a.log.Warn("auth: the tokens file is gone: none of its tokens is accepted until it is back", "path", a.opts.TokensFile)

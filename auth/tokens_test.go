@@ -485,3 +485,41 @@ func TestRunPollsAMissingAndABrokenFile(t *testing.T) {
 		t.Error("the warning was repeated while the file stayed gone")
 	}
 }
+
+// Changed is closed by a reload that succeeds, and only by one.
+func TestChangedOnReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("a:tok-0123456789ab-aaaa\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Options{TokensFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := a.Changed()
+	if err := os.WriteFile(path, []byte("a:tok-0123456789ab-aaaa\nb:"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if a.Reload() == nil {
+		t.Fatal("a broken file reloaded")
+	}
+	select {
+	case <-first:
+		t.Fatal("a failed reload signalled a change")
+	default:
+	}
+	if err := os.WriteFile(path, []byte("b:tok-0123456789ab-bbbb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first:
+	default:
+		t.Fatal("a reload did not signal the change")
+	}
+	if a.Changed() == first {
+		t.Error("the next change has the same channel")
+	}
+}

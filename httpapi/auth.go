@@ -21,6 +21,7 @@ type Authenticator interface {
 	// a 403 for a target outside the caller's policy.
 	Challenge(e *auth.Error) string
 	Forbidden(k auth.Kind, name string) string
+	ForbiddenMethod(method string) string
 	// Metadata is the Protected Resource Metadata (RFC 9728) and the
 	// paths it is served on; ok is false when OAuth is off.
 	Metadata() (paths []string, body []byte, ok bool)
@@ -209,7 +210,7 @@ func (h *handlers) authorize(w http.ResponseWriter, r *http.Request, req *mcp.Re
 		}
 		return true
 	}
-	return deny(h.opts.Auth.Forbidden(auth.Tool, ""), "this caller may not send "+quote(req.Method)+": its policy names tools, resources and prompts, not other methods")
+	return deny(h.opts.Auth.ForbiddenMethod(req.Method), "this caller may not send "+quote(clip(req.Method))+": its policy names tools, resources and prompts, not other methods")
 }
 
 // answerFilter is what the answer to a request is passed through for its

@@ -154,11 +154,12 @@ func (h *handlers) modern(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 	}
 	caller.CanStream = accepts(r.Header.Get("Accept"), "text/event-stream")
 	if owner := callerOf(r.Context()).owner(); owner != "" {
-		var f *rpcFailure
-		if req, f = h.unbindState(owner, req); f != nil {
+		unbound, f := h.unbindState(owner, req)
+		if f != nil {
 			writeError(w, f.status, req.ID, f.err)
 			return
 		}
+		req = unbound
 	}
 	h.call(w, r, req, caller, nil)
 }

@@ -206,6 +206,8 @@ Usage:
   gateway demo [-era legacy|modern|dual]
                                    run the built-in demo MCP server on stdio
   gateway healthcheck [-timeout d] exit 0 if GET /healthz on GATEWAY_ADDR answers 200
+  gateway token [-name n] [-hash]  make a bearer token, and its line for GATEWAY_AUTH_TOKENS_FILE
+                                   (-hash: the sha256: form of a token read on stdin)
   gateway -h                       this help
 
 Endpoints: POST /mcp (MCP Streamable HTTP), GET /healthz, GET /readyz

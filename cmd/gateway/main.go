@@ -61,6 +61,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return demo.Run(ctx, args[1:], stdin, stdout, stderr)
 		case "healthcheck":
 			return healthcheck(ctx, args[1:], stderr)
+		case "token":
+			return runToken(args[1:], stdin, stdout, stderr)
 		case "-h", "-help", "--help", "help":
 			usage(stdout)
 			return nil

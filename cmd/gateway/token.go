@@ -8,21 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/stdiomcp/gateway/auth"
 )
 
-// tokenCommand is `gateway token`: it makes a static token and the entry for
+// runToken is `gateway token`: it makes a static token and the entry for
 // GATEWAY_AUTH_TOKENS_FILE that holds only the token's SHA-256, so the file
 // gives whoever reads it (the child runs as the gateway's user) nothing to
 // call the gateway with. With -hash it converts an existing token, read
 // from stdin so that it appears in no process list or shell history.
-func tokenCommand(args []string, stdout, stderr io.Writer) error {
-	return runToken(args, os.Stdin, stdout, stderr)
-}
-
 func runToken(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	flags := flag.NewFlagSet("gateway token", flag.ContinueOnError)
 	flags.SetOutput(stderr)

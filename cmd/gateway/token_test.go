@@ -77,7 +77,7 @@ func TestTokenCommandLineAuthenticatesTheToken(t *testing.T) {
 func TestTokenCommandRefuses(t *testing.T) {
 	for _, args := range [][]string{{"-nope"}, {"extra"}, {"-name", "bad name"}, {"-name"}} {
 		var errOut bytes.Buffer
-		if err := tokenCommand(args, &bytes.Buffer{}, &errOut); !errors.Is(err, errUsage) {
+		if err := runToken(args, strings.NewReader(""), &bytes.Buffer{}, &errOut); !errors.Is(err, errUsage) {
 			t.Errorf("gateway token %q: %v, want errUsage", args, err)
 		}
 	}
