@@ -8,6 +8,7 @@ package main
 // through would already be on the record.
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -157,8 +158,15 @@ func (tg *target) post(token string, header []string, body string, chunked bool)
 // received asks the demo, as the watcher, what it has received.
 func (tg *target) received(t *testing.T) received {
 	t.Helper()
+	return tg.receivedWith(t, `{}`)
+}
+
+// receivedWith is received with the tool's arguments (such as
+// wait_cancelled, to wait until the demo has seen that many).
+func (tg *target) receivedWith(t *testing.T, args string) received {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, tg.g.URL+"/mcp",
-		strings.NewReader(`{"jsonrpc":"2.0","id":"rcv","method":"tools/call","params":{"name":"received","arguments":{}}}`))
+		strings.NewReader(`{"jsonrpc":"2.0","id":"rcv","method":"tools/call","params":{"name":"received","arguments":`+args+`}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +330,9 @@ func TestAttackTokens(t *testing.T) {
 			if t.Failed() {
 				return
 			}
+			// Bob's stream, open when his token is revoked, must end then.
+			stream := openStream(t, tg, bob)
+			tg.reached(t, "slow")
 			writeAtomically(t, file, "alice:"+alice+"\n")
 			if reload == "SIGHUP" {
 				t.Run("file changed, no signal yet", func(t *testing.T) {
@@ -336,6 +347,18 @@ func TestAttackTokens(t *testing.T) {
 			if rec["tokens"] != 1.0 {
 				t.Fatalf("reloaded %v tokens; want 1", rec["tokens"])
 			}
+			t.Run("stream of a revoked token", func(t *testing.T) {
+				if last := <-stream; !strings.Contains(last, `"code":-32007`) {
+					t.Errorf("the stream's last event is %.200q; want a -32007 error", last)
+				}
+				// The child is told to stop the call (the only call
+				// cancelled here).
+				r := tg.receivedWith(t, `{"wait_cancelled":1}`)
+				if n := len(r.Cancellations); n == 0 || !r.Cancellations[n-1].Running {
+					t.Errorf("the child's cancellations: %+v", r.Cancellations)
+				}
+				tg.seen = len(r.Requests)
+			})
 			tg.run(t, []attack{
 				{name: "revoked token", token: bob, body: echo, status: 401, code: -32007, auth: []string{`error="invalid_token"`}},
 				{name: "kept token", token: alice, body: echo, status: 200, reached: []string{"echo"}},
@@ -356,6 +379,40 @@ func TestAttackTokens(t *testing.T) {
 			neverLogged(t, g, alice, bob)
 		})
 	}
+}
+
+// openStream starts a long call of the demo's slow tool with progress, as
+// token's caller, and returns once the first progress event is in; the
+// channel then gives the stream's last data line when it ends.
+func openStream(t *testing.T, tg *target, token string) <-chan string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, tg.g.URL+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":"long","method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":600000,"interval_ms":200},"_meta":{"progressToken":"p"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() && !strings.HasPrefix(lines.Text(), "data:") {
+	}
+	last := make(chan string, 1)
+	go func() {
+		defer resp.Body.Close()
+		var data string
+		for lines.Scan() {
+			if strings.HasPrefix(lines.Text(), "data:") {
+				data = lines.Text()
+			}
+		}
+		last <- data
+	}()
+	return last
 }
 
 // A 2025 session belongs to the caller that made it.
