@@ -7,9 +7,12 @@
 //
 //	go build -o /tmp/gw-new ./cmd/gateway
 //	git worktree add /tmp/old <commit> && (cd /tmp/old && go build -o /tmp/gw-old ./cmd/gateway)
-//	go run scripts/compare.go [-rounds 10] [-calls 3000] /tmp/gw-old /tmp/gw-new /tmp/gw-old
+//	go run scripts/compare.go [-rounds 10] [-calls 3000] [-token T] [-log-level info] /tmp/gw-old /tmp/gw-new /tmp/gw-old
 //
-// The third binary runs the child (its "demo" subcommand) for both.
+// The third binary runs the child (its "demo" subcommand) for both. With
+// -token, both gateways are given it in GATEWAY_AUTH_TOKENS and every call
+// sends it (a gateway that predates authentication ignores both), which
+// measures what checking a token costs.
 package main
 
 import (
@@ -28,6 +31,8 @@ import (
 func main() {
 	rounds := flag.Int("rounds", 10, "interleaved rounds")
 	calls := flag.Int("calls", 3000, "calls timed per round")
+	token := flag.String("token", "", "a static token to configure and send (at least 16 characters)")
+	level := flag.String("log-level", "error", "the gateways' GATEWAY_LOG_LEVEL (info writes an audit line per call)")
 	flag.Parse()
 	if flag.NArg() != 3 {
 		fmt.Fprintln(os.Stderr, "usage: go run scripts/compare.go [-rounds N] [-calls N] OLD_GATEWAY NEW_GATEWAY CHILD_BINARY")
@@ -36,8 +41,8 @@ func main() {
 	older, newer, child := flag.Arg(0), flag.Arg(1), flag.Arg(2)
 	var a, b []float64
 	for range *rounds {
-		a = append(a, timeCalls(older, child, *calls))
-		b = append(b, timeCalls(newer, child, *calls))
+		a = append(a, timeCalls(older, child, *calls, *token, *level))
+		b = append(b, timeCalls(newer, child, *calls, *token, *level))
 	}
 	ma, mb := median(a), median(b)
 	fmt.Printf("old: %.0f µs/call (median of %d rounds)\nnew: %.0f µs/call (%.2fx)\n", ma, *rounds, mb, mb/ma)
@@ -45,13 +50,16 @@ func main() {
 
 // timeCalls starts gateway with child's demo, and returns the mean time of
 // n sequential echo calls, after a warm-up.
-func timeCalls(gateway, child string, n int) float64 {
+func timeCalls(gateway, child string, n int, token, level string) float64 {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(gateway, "--", child, "demo")
-	cmd.Env = append(os.Environ(), "GATEWAY_ADDR="+addr, "GATEWAY_LOG_LEVEL=error")
+	cmd.Env = append(os.Environ(), "GATEWAY_ADDR="+addr, "GATEWAY_LOG_LEVEL="+level)
+	if token != "" {
+		cmd.Env = append(cmd.Env, "GATEWAY_AUTH_TOKENS=bench:"+token)
+	}
 	cmd.Stderr = io.Discard
 	check(cmd.Start())
 	defer func() {
@@ -79,6 +87,9 @@ func timeCalls(gateway, child string, n int) float64 {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"compare"}}}`, i)
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
 		resp, err := client.Do(req)
 		check(err)
 		b, err := io.ReadAll(resp.Body)

@@ -79,7 +79,7 @@ type Config struct {
 
 	RateLimit           float64       `split_words:"true" desc:"calls per client per second (a token bucket; a client is its token's name, or its address); 0: no limit"`
 	RateBurst           int           `split_words:"true" desc:"calls a client may make at once before the rate applies; 0: the rate rounded up"`
-	MaxStreamsPerClient int           `split_words:"true" default:"16" desc:"requests one client may have open at once on /mcp (a quarter of GATEWAY_MAX_IN_FLIGHT by default, so that one client cannot take every slot); 0: no limit"`
+	MaxStreamsPerClient int           `split_words:"true" desc:"requests one client may have open at once on /mcp, so that one client cannot take every slot (behind a proxy, set GATEWAY_TRUSTED_PROXIES, or every client is the proxy); 0: no limit"`
 	TrustedProxies      []string      `split_words:"true" desc:"addresses or CIDRs of proxies whose X-Forwarded-For names the client, comma-separated"`
 	MaxHeaderBytes      int           `split_words:"true" default:"32768" desc:"largest request header block; larger ones get 431"`
 	HeaderTimeout       time.Duration `split_words:"true" default:"10s" desc:"a request's headers must arrive within this (streams are not affected)"`
