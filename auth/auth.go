@@ -58,10 +58,11 @@ type Identity struct {
 	Scopes []string // a JWT's scopes ("scope" and "scp" claims, merged); nil for tokens
 	Rules  Rules    // what it may use, resolved from the policy when it authenticated
 
-	// Expires is a JWT's exp: a stream opened with the token should end
-	// then, or the token would outlive itself. It is exp as the token says
-	// it; Authenticate accepts the token until exp plus the leeway. Zero
-	// for static tokens, which end only when they are removed.
+	// Expires is when a JWT stops being accepted, its exp plus the
+	// leeway: a stream opened with the token should end then, or the token
+	// would outlive itself (and a token accepted within the leeway must not
+	// be ended before it starts). Zero for static tokens, which end only
+	// when they are removed.
 	Expires time.Time
 }
 
@@ -282,7 +283,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	if e != nil {
 		return Identity{}, e
 	}
-	return Identity{Name: v.subject, Kind: "jwt", Scopes: v.scopes, Expires: v.expires, Rules: st.policy.forScopes(v.scopes)}, nil
+	return Identity{Name: v.subject, Kind: "jwt", Scopes: v.scopes, Expires: v.expires.Add(a.verifier.leeway), Rules: st.policy.forScopes(v.scopes)}, nil
 }
 
 // load reads every source into a new state; nothing is kept from a failed

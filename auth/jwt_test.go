@@ -390,8 +390,9 @@ func BenchmarkAuthenticate(b *testing.B) {
 	}
 }
 
-// TestJWTExpires: the identity carries exp, so a stream can end with its
-// token; a static token's never expires.
+// TestJWTExpires: the identity carries when the token stops being
+// accepted (exp plus the 30 s leeway), so a stream can end with its token;
+// a static token's never expires.
 func TestJWTExpires(t *testing.T) {
 	is := newIssuer(t)
 	c := newClock()
@@ -403,8 +404,8 @@ func TestJWTExpires(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	if !id.Expires.Equal(exp) {
-		t.Fatalf("Expires %v, want %v", id.Expires, exp)
+	if want := exp.Add(30 * time.Second); !id.Expires.Equal(want) {
+		t.Fatalf("Expires %v, want %v", id.Expires, want)
 	}
 	if id, e := authErr(t, a, "Bearer tok-0123456789ab-ci"); e != nil || !id.Expires.IsZero() {
 		t.Fatalf("static token: identity %+v, error %v", id, e)

@@ -12,7 +12,8 @@ import "strings"
 // the patterns say: no pattern can express "this tree, after normalisation",
 // and a legitimate client has no reason to send such a URI.
 
-// unsafeURI reports whether uri has a "." or ".." segment, a percent-encoded
+// unsafeURI reports whether uri has a "." or ".." segment, an empty segment
+// inside its path, a drive letter past its first segment, a percent-encoded
 // '.', '/', '\' or NUL, a backslash, or a control character. Segments are
 // split on '/' over the whole URI after its scheme, and each is cut at '?',
 // '#' or ';': a query or a path parameter that reads as ".." is refused too,
@@ -34,16 +35,39 @@ func unsafeURI(uri string) bool {
 	if n := schemeLen(uri, false); n > 0 {
 		rest = uri[n+1:]
 	}
-	for seg := range strings.SplitSeq(rest, "/") {
-		if i := strings.IndexAny(seg, "?#;"); i >= 0 {
-			seg = seg[:i]
+	if after, ok := strings.CutPrefix(rest, "//"); ok {
+		// The authority: its empty segments are the URI's syntax.
+		authority, path := after, ""
+		if i := strings.IndexByte(after, '/'); i >= 0 {
+			authority, path = after[:i], after[i:]
 		}
-		if seg == "." || seg == ".." {
+		if authority == "." || authority == ".." {
+			return true // a child may take the host for a directory
+		}
+		rest = path
+	}
+	segs := strings.Split(rest, "/")
+	for i, seg := range segs {
+		if j := strings.IndexAny(seg, "?#;"); j >= 0 {
+			seg = seg[:j]
+		}
+		switch {
+		case seg == "." || seg == "..":
+			return true
+		case seg == "" && i > 0 && i < len(segs)-1:
+			// "a//etc": a child that strips the pattern's prefix and
+			// joins the rest to a directory gets an absolute path
+			// (Python's os.path.join, Node's path.resolve).
+			return true
+		case i > 1 && len(seg) >= 2 && seg[1] == ':' && isLetter(seg[0]):
+			// "a/C:/x": a drive letter mid-path is absolute on Windows.
 			return true
 		}
 	}
 	return false
 }
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
 // lowerOrigin lowercases the scheme of s and, when s has an authority
 // ("scheme://host..."), its host and port, which RFC 3986 §6.2.2.1 makes

@@ -45,6 +45,12 @@ func TestUnsafeURI(t *testing.T) {
 		{"demo://a/b\nc", true},
 		{"demo://a/b\tc", true},
 		{"demo://a/b\x7f", true},
+		{"demo://a/b/", false},
+		{"file:///C:/data/x", false},
+		{"file:///srv/public//etc/passwd", true},
+		{"demo://a/b//c", true},
+		{"demo://a//", true},
+		{"file:///srv/public/C:/Windows", true},
 		{"demo://a/%2", false},
 		{"demo://a/%", false},
 	} {

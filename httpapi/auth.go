@@ -157,9 +157,14 @@ func (h *handlers) recheck(ctx context.Context, end context.CancelCauseFunc, cha
 		case <-changed:
 		}
 		changed = h.opts.Auth.Changed()
-		if _, err := h.opts.Auth.Authenticate(ctx, header); err != nil && ctx.Err() == nil {
-			h.log.InfoContext(ctx, "ended a request whose credentials were revoked while it ran", "err", err)
-			end(fmt.Errorf("%w: it was revoked", errCredentialsEnded))
+		_, err := h.opts.Auth.Authenticate(ctx, header)
+		var ae *auth.Error
+		if errors.As(err, &ae) && ae.Reason == "keys_unavailable" {
+			continue // the issuer's outage says nothing of the token
+		}
+		if err != nil && ctx.Err() == nil {
+			h.log.InfoContext(ctx, "ended a request whose credentials no longer pass", "err", err)
+			end(fmt.Errorf("%w: %w", errCredentialsEnded, err))
 			return
 		}
 	}
@@ -172,6 +177,7 @@ func (h *handlers) credentialsEnded(w http.ResponseWriter, r *http.Request, id [
 	if !errors.Is(cause, errCredentialsEnded) {
 		return false
 	}
+	w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(&auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the credentials stopped being valid during the request"}))
 	writeError(w, http.StatusUnauthorized, id, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "credentials_ended", cause.Error()))
 	return true
 }

@@ -57,6 +57,16 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 	if !h.authorize(w, r, req) {
 		return
 	}
+	if owner := callerOf(r.Context()).owner(); owner != "" && msg.Kind == jsonrpc.KindRequest {
+		// Whichever era the request claims: a state bound to one caller
+		// must reach the child for no other.
+		unbound, f := h.unbindState(owner, req)
+		if f != nil {
+			writeError(w, f.status, req.ID, f.err)
+			return
+		}
+		req = unbound
+	}
 	switch {
 	case msg.Kind == jsonrpc.KindNotification:
 		h.notification(w, r, req)
@@ -153,14 +163,6 @@ func (h *handlers) modern(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 		return
 	}
 	caller.CanStream = accepts(r.Header.Get("Accept"), "text/event-stream")
-	if owner := callerOf(r.Context()).owner(); owner != "" {
-		unbound, f := h.unbindState(owner, req)
-		if f != nil {
-			writeError(w, f.status, req.ID, f.err)
-			return
-		}
-		req = unbound
-	}
 	h.call(w, r, req, caller, nil)
 }
 

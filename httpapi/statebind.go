@@ -67,12 +67,16 @@ func (h *handlers) bindState(owner string, resp []byte) []byte {
 // handed, or that was never bound, is refused as one that names nothing:
 // the request does not reach the child.
 func (h *handlers) unbindState(owner string, req *mcp.Request) (*mcp.Request, *rpcFailure) {
-	state, ok := req.String(mcp.ParamRequestState)
-	if !ok {
+	raw, present := req.Param(mcp.ParamRequestState)
+	if !present || string(raw) == "null" {
 		return req, nil
 	}
 	refused := refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams,
-		"requestState does not belong to this caller (it was handed to another, altered, or issued before the gateway asked for credentials); send the request again without requestState", nil)
+		"requestState does not belong to this caller (it was handed to another caller, altered, or issued by a gateway with another GATEWAY_SECRET: another replica, or this one before a restart); send the request again without requestState", nil)
+	state, ok := mcp.String(raw)
+	if !ok {
+		return nil, refused // a child might read a state of another type
+	}
 	rest, ok := strings.CutPrefix(state, boundPrefix)
 	if !ok {
 		return nil, refused
@@ -91,8 +95,8 @@ func (h *handlers) unbindState(owner string, req *mcp.Request) (*mcp.Request, *r
 	if !valid || rest[:j] != owner || err != nil {
 		return nil, refused
 	}
-	raw := jsonrpc.Splice(req.Raw, mcp.SetParams(req, []mcp.Member{{Key: mcp.ParamRequestState, Value: jsonrpc.Quote(string(inner))}})...)
-	msg, err := jsonrpc.Parse(raw)
+	edited := jsonrpc.Splice(req.Raw, mcp.SetParams(req, []mcp.Member{{Key: mcp.ParamRequestState, Value: jsonrpc.Quote(string(inner))}})...)
+	msg, err := jsonrpc.Parse(edited)
 	if err != nil {
 		return nil, refused // cannot happen: a string replaced a string
 	}

@@ -113,6 +113,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fmt.Errorf("configuration: %w", err)
 	}
 	if g.auth != nil {
+		// SIGHUP reloads the tokens once the gateway serves (watchAuth);
+		// until then, and after, one must not end the process.
+		signal.Ignore(syscall.SIGHUP)
 		log.Info("authentication on", "static_tokens", g.auth.Tokens(), "tokens_file", cfg.AuthTokensFile,
 			"policy_file", cfg.AuthPolicyFile, "oauth_issuer", cfg.OauthIssuer, "oauth_resource", cfg.OauthResource)
 	}

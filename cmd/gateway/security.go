@@ -117,7 +117,9 @@ func watchAuth(ctx context.Context, a *auth.Authenticator, log *slog.Logger) (st
 		}
 	}()
 	return func() {
-		signal.Stop(hup)
+		// Ignored again rather than reset: SIGHUP's default ends the
+		// process, and a reload asked for during the shutdown must not.
+		signal.Ignore(syscall.SIGHUP)
 		cancel()
 		<-done
 		<-done
