@@ -165,25 +165,7 @@ func TestRunPollsTheFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		a.Run(ctx)
-		close(done)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	wait := func() error {
-		select {
-		case err := <-reloads:
-			return err
-		case <-time.After(10 * time.Second):
-			t.Fatal("no reload within 10s")
-			return nil
-		}
-	}
+	wait := polling(t, a, reloads)
 
 	// Same content under a new inode: no reload; then a real change: one.
 	writeFile(t, path, "alpha:tok-0123456789ab-alpha\nbeta:tok-0123456789ab-beta\n")
@@ -422,26 +404,7 @@ func TestRunPollsAMissingAndABrokenFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		a.Run(ctx)
-		close(done)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	wait := func() error {
-		t.Helper()
-		select {
-		case err := <-reloads:
-			return err
-		case <-time.After(10 * time.Second):
-			t.Fatal("no reload within 10s")
-			return nil
-		}
-	}
+	wait := polling(t, a, reloads)
 
 	for i, broken := range []string{"alpha:tok-0123456789ab-alpha\nbad name:x\n", "alpha:short\n"} {
 		writeFile(t, path, broken)
@@ -521,5 +484,31 @@ func TestChangedOnReload(t *testing.T) {
 	}
 	if a.Changed() == first {
 		t.Error("the next change has the same channel")
+	}
+}
+
+// polling runs a's Run until the test ends, and returns a wait for the next
+// reload that OnReload reports on reloads.
+func polling(t *testing.T, a *auth.Authenticator, reloads <-chan error) func() error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		a.Run(ctx)
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return func() error {
+		t.Helper()
+		select {
+		case err := <-reloads:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reload within 10s")
+			return nil
+		}
 	}
 }

@@ -212,7 +212,13 @@ func TestLegacyChildAsksAModernClient(t *testing.T) {
 // requestState of the InputRequiredResult.
 func park(t *testing.T, w *world, child *fakeChild) (*jsonrpc.Message, string) {
 	t.Helper()
-	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"ask"}}`), modernAsker)
+	return parkAs(t, w, child, modernAsker)
+}
+
+// parkAs is park for a caller of the test's choosing.
+func parkAs(t *testing.T, w *world, child *fakeChild, who Caller) (*jsonrpc.Message, string) {
+	t.Helper()
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"ask"}}`), who)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,23 +492,9 @@ func TestParkedCallResumesOnlyForItsCaller(t *testing.T) {
 	child := w.child()
 	alice, mallory := modernAsker, modernAsker
 	alice.Principal, mallory.Principal = "alice", "mallory"
-	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"first","method":"tools/call","params":{"name":"ask"}}`), alice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := child.expect("tools/call")
-	child.send(`{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{"message":"?"}}`)
-	resp, err := c.wait()
-	var irr struct {
-		Result struct {
-			RequestState string `json:"requestState"`
-		} `json:"result"`
-	}
-	if err != nil || json.Unmarshal(resp, &irr) != nil || irr.Result.RequestState == "" {
-		t.Fatalf("first answer = %s, %v", resp, err)
-	}
+	req, state := parkAs(t, w, child, alice)
 	retry := func(who Caller) (*call, error) {
-		return callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"second","method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"`+irr.Result.RequestState+`"}}`), who)
+		return callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"second","method":"tools/call","params":{"name":"ask","inputResponses":{"q":{"action":"accept"}},"requestState":"`+state+`"}}`), who)
 	}
 	if _, err := retry(mallory); gatewayCode(t, err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "no longer waiting") {
 		t.Fatalf("another caller's retry: %v", err)

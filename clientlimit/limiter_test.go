@@ -344,12 +344,18 @@ func TestConcurrentStreamsExact(t *testing.T) {
 	}
 }
 
-func BenchmarkAllow(b *testing.B) {
-	l := New(Options{Rate: 1e6, MaxStreams: 64})
+// benchKeys are 1024 client addresses.
+func benchKeys() []string {
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("198.51.%d.%d", i/256, i%256)
 	}
+	return keys
+}
+
+func BenchmarkAllow(b *testing.B) {
+	l := New(Options{Rate: 1e6, MaxStreams: 64})
+	keys := benchKeys()
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -363,10 +369,7 @@ func BenchmarkAllow(b *testing.B) {
 
 func BenchmarkAllowOpen(b *testing.B) {
 	l := New(Options{Rate: 1e6, MaxStreams: 64})
-	keys := make([]string, 1024)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("198.51.%d.%d", i/256, i%256)
-	}
+	keys := benchKeys()
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
