@@ -233,6 +233,15 @@ func (b *Bridge) ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeade
 	return w.toolHeaders(ctx, tool)
 }
 
+// Tools returns the child's tools, all pages, from a ready worker: fetched
+// once and kept until the child says its list changed.
+func (b *Bridge) Tools(ctx context.Context) (*ToolList, error) {
+	b.mu.Lock()
+	w := b.pickLocked(false)
+	b.mu.Unlock()
+	return w.toolList(ctx)
+}
+
 // Drain refuses new calls (with the shutdown error; a retry that continues
 // a call under way is still let through) and waits until no call is in
 // flight, parked ones included, or ctx ends. Listens are not waited for.

@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -9,27 +11,51 @@ import (
 	"github.com/stdiomcp/gateway/mcp"
 )
 
-// toolCache holds the child's tools' x-mcp-header annotations, fetched
-// with tools/list on first need and dropped when the child says the list
-// changed.
+// ToolList is the child's tools as it listed them: each object byte for
+// byte, in its order, all pages. It is shared and never changed.
+type ToolList struct {
+	Tools []json.RawMessage
+	// Digest identifies the list's content: lists that the workers'
+	// children wrote alike share it, so that what is built from a list
+	// (compiled schemas, documents) is built once, not once per worker.
+	Digest [sha256.Size]byte
+	// Names are the tools' names, in the same order ("" for a tool with
+	// no string name).
+	Names []string
+}
+
+// Find returns the tool of that name, or nil.
+func (l *ToolList) Find(name string) json.RawMessage {
+	for i, n := range l.Names {
+		if n == name {
+			return l.Tools[i]
+		}
+	}
+	return nil
+}
+
+// toolCache holds the child's tools, and their x-mcp-header annotations,
+// fetched with tools/list on first need and dropped when the child says
+// the list changed.
 type toolCache struct {
 	mu       sync.Mutex
-	headers  map[string][]mcp.ParamHeader // by tool name; nil when not fetched
+	list     *ToolList                    // nil when not fetched
+	headers  map[string][]mcp.ParamHeader // by tool name
 	fetching chan struct{}                // closed when the fetch in flight ends
 	err      error                        // the last fetch's failure
 	gen      int                          // counts invalidations: a fetch they overtook is not kept
 }
 
-// get returns the annotations of tool. The list is fetched once for all
-// who need it, detached from any one of them (a client that leaves does not
-// fail the others' checks), each page bounded by HandshakeTimeout.
-func (tc *toolCache) get(ctx context.Context, ch *child, tool string) ([]mcp.ParamHeader, error) {
+// get returns the list. It is fetched once for all who need it, detached
+// from any one of them (a client that leaves does not fail the others'
+// checks), each page bounded by HandshakeTimeout.
+func (tc *toolCache) get(ctx context.Context, ch *child) (*ToolList, map[string][]mcp.ParamHeader, error) {
 	for {
 		tc.mu.Lock()
-		if tc.headers != nil {
-			h := tc.headers[tool]
+		if tc.list != nil {
+			l, h := tc.list, tc.headers
 			tc.mu.Unlock()
-			return h, nil
+			return l, h, nil
 		}
 		wait := tc.fetching
 		if wait == nil {
@@ -42,24 +68,24 @@ func (tc *toolCache) get(ctx context.Context, ch *child, tool string) ([]mcp.Par
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		tc.mu.Lock()
 		err := tc.err
 		tc.mu.Unlock()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// Fetched, or overtaken by a change of the list: look again.
 	}
 }
 
 func (tc *toolCache) fetch(ch *child, gen int, done chan struct{}) {
-	headers, err := ch.fetchToolHeaders(context.Background())
+	list, headers, err := ch.fetchTools(context.Background())
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	if tc.gen == gen {
-		tc.headers = headers
+	if tc.gen == gen && err == nil {
+		tc.list, tc.headers = list, headers
 	}
 	tc.err = err
 	tc.fetching = nil
@@ -70,15 +96,22 @@ func (tc *toolCache) fetch(ch *child, gen int, done chan struct{}) {
 func (tc *toolCache) invalidate() {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	tc.headers = nil
+	tc.list, tc.headers = nil, nil
 	tc.gen++
 }
 
-// fetchToolHeaders lists every page of the child's tools, at most 100.
-func (ch *child) fetchToolHeaders(ctx context.Context) (map[string][]mcp.ParamHeader, error) {
-	out := map[string][]mcp.ParamHeader{}
+// maxToolPages bounds the pages of tools/list read: a child whose cursor
+// never ends must not hold the fetch forever.
+const maxToolPages = 100
+
+// fetchTools lists every page of the child's tools, at most maxToolPages,
+// and reads their x-mcp-header annotations.
+func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.ParamHeader, error) {
+	list := &ToolList{}
+	headers := map[string][]mcp.ParamHeader{}
+	digest := sha256.New()
 	var cursor []byte
-	for range 100 {
+	for range maxToolPages {
 		var more []byte
 		if cursor != nil {
 			more = append([]byte(`"cursor":`), cursor...)
@@ -89,35 +122,40 @@ func (ch *child) fetchToolHeaders(ctx context.Context) (map[string][]mcp.ParamHe
 		}
 		resp, err := ch.internal(ctx, mcp.MethodToolsList, params, ch.b.opts.HandshakeTimeout)
 		if err != nil {
-			return nil, fmt.Errorf("tools/list: %w", err)
+			return nil, nil, fmt.Errorf("tools/list: %w", err)
 		}
 		if resp.Error != nil {
-			return nil, fmt.Errorf("tools/list: %s", head(resp.Error))
+			return nil, nil, fmt.Errorf("tools/list: %s", head(resp.Error))
 		}
 		tools := jsonrpc.Get(resp.Result, "tools")
 		if len(tools) == 0 || tools[0] != '[' {
-			return out, nil // no tools to annotate
+			break // no tools (or none readable) on this page
 		}
 		spans, err := jsonrpc.Elements(tools)
 		if err != nil {
-			return nil, fmt.Errorf("tools/list: %w", err)
+			return nil, nil, fmt.Errorf("tools/list: %w", err)
 		}
 		for _, sp := range spans {
 			t := tools[sp.Start:sp.End]
 			name, _ := mcp.String(jsonrpc.Get(t, "name"))
+			list.Tools = append(list.Tools, json.RawMessage(t))
+			list.Names = append(list.Names, name)
+			digest.Write(t)
+			digest.Write([]byte{'\n'})
 			if hs, ok := mcp.ParamHeaders(jsonrpc.Get(t, "inputSchema")); ok && len(hs) > 0 {
-				out[name] = hs
+				headers[name] = hs
 			} else if !ok {
 				ch.log.Warn("a tool's x-mcp-header annotations are invalid; not enforced", "tool", name)
 			}
 		}
 		next := jsonrpc.Get(resp.Result, "nextCursor")
 		if s, ok := mcp.String(next); !ok || s == "" {
-			return out, nil
+			break
 		}
 		cursor = next
 	}
-	return out, nil
+	digest.Sum(list.Digest[:0])
+	return list, headers, nil
 }
 
 // watchTools keeps a modern child's cache fresh: the child announces tool

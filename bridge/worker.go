@@ -288,7 +288,21 @@ func (w *worker) toolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeade
 	if err != nil {
 		return nil, err
 	}
-	return ch.tools.get(ctx, ch, tool)
+	_, headers, err := ch.tools.get(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	return headers[tool], nil
+}
+
+// toolList returns the child's tools.
+func (w *worker) toolList(ctx context.Context) (*ToolList, error) {
+	ch, err := w.readyChild(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := ch.tools.get(ctx, ch)
+	return list, err
 }
 
 // background runs goroutines that close waits for: cancellations, replies

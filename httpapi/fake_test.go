@@ -22,6 +22,7 @@ import (
 // feeding each fakeCall.
 type fakeBackend struct {
 	params   map[string][]mcp.ParamHeader // x-mcp-header annotations by tool
+	tools    *bridge.ToolList             // what Tools returns; nil: no tools
 	mu       sync.Mutex
 	ready    bool
 	changed  chan struct{} // closed and replaced when ready changes
@@ -97,6 +98,16 @@ func (f *fakeBackend) setReady(v bool) {
 
 func (f *fakeBackend) ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error) {
 	return f.params[tool], nil
+}
+
+func (f *fakeBackend) Tools(ctx context.Context) (*bridge.ToolList, error) {
+	if f.callErr != nil {
+		return nil, f.callErr
+	}
+	if f.tools == nil {
+		return &bridge.ToolList{}, nil
+	}
+	return f.tools, nil
 }
 
 func (f *fakeBackend) Respond(ctx context.Context, answer *jsonrpc.Message) error {

@@ -49,6 +49,10 @@ func (answeringBackend) ToolHeaders(_ context.Context, tool string) ([]mcp.Param
 	return nil, nil
 }
 
+func (answeringBackend) Tools(context.Context) (*bridge.ToolList, error) {
+	return &bridge.ToolList{Tools: []json.RawMessage{json.RawMessage(`{"name":"deploy","inputSchema":{"type":"object"}}`)}, Names: []string{"deploy"}}, nil
+}
+
 func (c *answeredCall) Wake() <-chan struct{} { return c.wake }
 func (c *answeredCall) Streams() bool         { return c.streams }
 func (c *answeredCall) ErrorCode() int        { return 0 }

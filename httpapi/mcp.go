@@ -350,6 +350,10 @@ func statusFor(code int) int {
 }
 
 func writeError(w http.ResponseWriter, status int, id []byte, e *jsonrpc.Error) {
+	if isREST(w) {
+		writeProblem(w, problemFor(status, e))
+		return
+	}
 	gatewayError(w, e.Code)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")

@@ -29,6 +29,7 @@ type Backend interface {
 	Notify(ctx context.Context, n *jsonrpc.Message) error
 	Respond(ctx context.Context, answer *jsonrpc.Message) error
 	ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error)
+	Tools(ctx context.Context) (*bridge.ToolList, error)
 	Status() bridge.Status
 	Await(ctx context.Context, cond func(bridge.Status) bool) (bridge.Status, error)
 }
@@ -64,12 +65,14 @@ func (noMeter) StreamClosed()                             {}
 
 // Options configure the handlers. Zero values mean the documented defaults.
 type Options struct {
-	MaxBodyBytes  int64         // 0: 16 MiB; larger request bodies get 413
-	KeepAlive     time.Duration // 0: 15s; SSE comment sent on a quiet stream this often
-	ClientTimeout time.Duration // 0: 30s; the request body must arrive within it, and a client that takes no answer bytes this long is cut off
-	Logger        *slog.Logger  // nil: discard
-	Meter         Meter         // nil: nothing is counted
-	Metrics       http.Handler  // served on GET /metrics; nil: no such route (it is served elsewhere, or not at all)
+	MaxBodyBytes    int64         // 0: 16 MiB; larger request bodies get 413
+	MaxCallDuration time.Duration // 0: 30m; the longest timeout a REST call may ask for (the bridge's own limit)
+	OpenAPI         []byte        // served at GET /openapi.yaml; nil: no such route
+	KeepAlive       time.Duration // 0: 15s; SSE comment sent on a quiet stream this often
+	ClientTimeout   time.Duration // 0: 30s; the request body must arrive within it, and a client that takes no answer bytes this long is cut off
+	Logger          *slog.Logger  // nil: discard
+	Meter           Meter         // nil: nothing is counted
+	Metrics         http.Handler  // served on GET /metrics; nil: no such route (it is served elsewhere, or not at all)
 
 	// Legacy (2025) client sessions. Their ids are self-contained and
 	// signed with SessionKey, so that replicas sharing the key serve each
@@ -99,6 +102,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 16 << 20
+	}
+	if o.MaxCallDuration <= 0 {
+		o.MaxCallDuration = 30 * time.Minute
 	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
@@ -133,6 +139,7 @@ func New(b Backend, opts Options) http.Handler {
 	opts.defaults()
 	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.SessionKey, opts.SessionTTL, opts.MaxSessions)}
 	h.sessions.accepted = opts.AcceptedKey
+	h.catalogs.log = opts.Logger
 	h.stateKeys = [][]byte{stateKey(opts.SessionKey)}
 	if opts.AcceptedKey != nil {
 		h.stateKeys = append(h.stateKeys, stateKey(opts.AcceptedKey))
@@ -141,7 +148,7 @@ func New(b Backend, opts Options) http.Handler {
 	r := chi.NewRouter()
 	// The meter sits outside Recoverer, so that it sees the 500 a panic
 	// becomes.
-	r.Use(closeAfterChunked, plainRequestID, middleware.RequestID, withTrace, accessLog(opts.Logger), opts.Meter.Instrument, middleware.Recoverer)
+	r.Use(closeAfterChunked, plainRequestID, middleware.RequestID, withTrace, accessLog(opts.Logger), opts.Meter.Instrument, withCORS(opts.AllowedOrigins), middleware.Recoverer)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
@@ -152,6 +159,14 @@ func New(b Backend, opts Options) http.Handler {
 	guarded := r.With(h.guardOrigin, h.authenticate, h.limit)
 	guarded.Post("/mcp", h.mcp)
 	guarded.Delete("/mcp", h.endSession)
+	h.restRoutes(r)
+	if opts.OpenAPI != nil {
+		r.Get("/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/yaml")
+			w.Header().Set("Content-Length", strconv.Itoa(len(opts.OpenAPI)))
+			w.Write(opts.OpenAPI)
+		})
+	}
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
 	if opts.Auth != nil {
@@ -177,6 +192,7 @@ type handlers struct {
 	log       *slog.Logger
 	sessions  *sessions
 	stateKeys [][]byte // sign requestStates bound to their caller; the first signs, any verifies
+	catalogs  catalogs // the REST API's view of the child's tools
 }
 
 func (h *handlers) healthz(w http.ResponseWriter, r *http.Request) {
@@ -274,7 +290,7 @@ func (h *handlers) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handlers) notFound(w http.ResponseWriter, r *http.Request) {
-	http.Error(w, "not found: the MCP endpoint is POST /mcp", http.StatusNotFound)
+	http.Error(w, "not found: the MCP endpoint is POST /mcp, the REST API is under /v1 (see /openapi.yaml)", http.StatusNotFound)
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

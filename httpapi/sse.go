@@ -37,6 +37,12 @@ func (s *sseWriter) event(msg []byte) error {
 	return s.send([]byte("data: "), msg, []byte("\n\n"))
 }
 
+// named sends one event of the REST API: its name, then data (a single
+// line of JSON).
+func (s *sseWriter) named(event string, data []byte) error {
+	return s.send([]byte("event: "+event+"\ndata: "), data, []byte("\n\n"))
+}
+
 // comment sends an SSE comment, which clients ignore; it keeps idle
 // connections from being closed by intermediaries.
 func (s *sseWriter) comment(text string) error {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	contract "github.com/stdiomcp/gateway"
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/httpapi"
 	"github.com/stdiomcp/gateway/internal/demo"
@@ -356,19 +357,21 @@ func newBridge(cfg Config, k keys, ch child, log *slog.Logger, obs bridge.Observ
 // httpapi.Options).
 func newHandler(cfg Config, k keys, g guard, b *bridge.Bridge, m *metrics.Metrics, loopback bool, log *slog.Logger) http.Handler {
 	opts := httpapi.Options{
-		AuthMetrics:    cfg.AuthMetrics,
-		TrustedProxies: g.proxies,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		KeepAlive:      cfg.SSEKeepAlive,
-		ClientTimeout:  cfg.ClientTimeout,
-		Logger:         log,
-		Loopback:       loopback,
-		AllowedHosts:   cfg.AllowedHosts,
-		AllowedOrigins: cfg.AllowedOrigins,
-		SessionKey:     k.session,
-		AcceptedKey:    k.accepted.session,
-		SessionTTL:     cfg.SessionTTL,
-		MaxSessions:    cfg.MaxSessions,
+		AuthMetrics:     cfg.AuthMetrics,
+		TrustedProxies:  g.proxies,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		MaxCallDuration: cfg.CallMaxDuration,
+		OpenAPI:         contract.OpenAPI(),
+		KeepAlive:       cfg.SSEKeepAlive,
+		ClientTimeout:   cfg.ClientTimeout,
+		Logger:          log,
+		Loopback:        loopback,
+		AllowedHosts:    cfg.AllowedHosts,
+		AllowedOrigins:  cfg.AllowedOrigins,
+		SessionKey:      k.session,
+		AcceptedKey:     k.accepted.session,
+		SessionTTL:      cfg.SessionTTL,
+		MaxSessions:     cfg.MaxSessions,
 	}
 	// Typed nils would make non-nil interfaces.
 	if g.auth != nil {

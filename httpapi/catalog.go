@@ -1,0 +1,143 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// catalog is what the REST API knows of the child's tools, built from one
+// tool list: which are read-only, their input schemas compiled (each on
+// first use), the generated OpenAPI document. A new list (another digest)
+// replaces it whole.
+type catalog struct {
+	digest [sha256.Size]byte
+	list   *bridge.ToolList
+	tools  map[string]*toolEntry
+
+	docOnce sync.Once
+	doc     []byte
+	docErr  error
+}
+
+type toolEntry struct {
+	raw      json.RawMessage
+	readOnly bool
+
+	once   sync.Once
+	schema *jsonschema.Schema // nil: not checked by the gateway (none, or it would not compile)
+}
+
+// catalogs keeps the catalog of the last list seen.
+type catalogs struct {
+	mu   sync.Mutex
+	last *catalog
+	log  *slog.Logger
+}
+
+func (cs *catalogs) of(list *bridge.ToolList) *catalog {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.last != nil && cs.last.digest == list.Digest {
+		return cs.last
+	}
+	c := &catalog{digest: list.Digest, list: list, tools: make(map[string]*toolEntry, len(list.Tools))}
+	for i, raw := range list.Tools {
+		name := list.Names[i]
+		if _, dup := c.tools[name]; dup || name == "" {
+			continue // the first of a name is the one a call reaches
+		}
+		c.tools[name] = &toolEntry{raw: raw, readOnly: string(jsonrpc.Get(raw, "annotations", "readOnlyHint")) == "true"}
+	}
+	cs.last = c
+	return c
+}
+
+// inputSchema returns the tool's compiled input schema. A schema that does
+// not compile is logged once and left to the child to enforce: the
+// gateway must not refuse calls a working server would take.
+func (cs *catalogs) inputSchema(name string, t *toolEntry) *jsonschema.Schema {
+	t.once.Do(func() {
+		raw := jsonrpc.Get(t.raw, "inputSchema")
+		if len(raw) == 0 {
+			return
+		}
+		s, err := compileSchema(raw)
+		if err != nil {
+			cs.log.Warn("a tool's inputSchema does not compile; its arguments are left to the server to check", "tool", name, "err", err)
+			return
+		}
+		t.schema = s
+	})
+	return t.schema
+}
+
+// noLoader refuses every reference outside the schema itself: a tool's
+// schema must not make the gateway read files or fetch URLs.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema %s: only references within the tool's own schema are followed", url)
+}
+
+// compileSchema compiles a tool's input schema as JSON Schema 2020-12
+// (MCP's default dialect), or the draft its $schema names when the library
+// knows it.
+func compileSchema(raw []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("reading the schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	const loc = "urn:stdiomcp:tool-input-schema"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, fmt.Errorf("adding the schema: %w", err)
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("compiling the schema: %w", err)
+	}
+	return s, nil
+}
+
+// maxArgumentErrors bounds the errors a problem lists.
+const maxArgumentErrors = 20
+
+// validateArguments checks args against s; the failures, each with its
+// path in the arguments, or nil when they pass.
+func validateArguments(s *jsonschema.Schema, args []byte) ([]argumentError, error) {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return nil, fmt.Errorf("reading the arguments: %w", err)
+	}
+	err = s.Validate(v)
+	if err == nil {
+		return nil, nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil, fmt.Errorf("validating the arguments: %w", err)
+	}
+	var out []argumentError
+	for _, u := range ve.BasicOutput().Errors {
+		if u.Error == nil || len(out) == maxArgumentErrors {
+			continue
+		}
+		out = append(out, argumentError{Path: u.InstanceLocation, Message: u.Error.String()})
+	}
+	if len(out) == 0 {
+		out = append(out, argumentError{Path: "", Message: ve.Error()})
+	}
+	return out, nil
+}

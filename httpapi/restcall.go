@@ -1,0 +1,297 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/stdiomcp/gateway/auth"
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+// errCallTimeout is why a REST call whose own timeout passed ends.
+var errCallTimeout = errors.New("the call's timeout passed")
+
+// restToolCall serves POST /v1/tools/{name} (the body is the arguments)
+// and its GET form for read-only tools (?arguments=<JSON>), answering with
+// the result as JSON, or as an SSE stream of progress then the result when
+// the client accepts one. The arguments are checked against the tool's
+// input schema before the child sees them.
+func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
+	name, ok := pathParam(r, "name")
+	if !ok {
+		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, "the tool name in the path is not validly escaped"))
+		return
+	}
+	get := r.Method == http.MethodGet
+	allowed := []string{"timeout"}
+	if get {
+		allowed = append(allowed, "arguments")
+	}
+	q, ok := onlyQuery(w, r, allowed...)
+	if !ok {
+		return
+	}
+	timeout, ok := h.callTimeout(w, q.Get("timeout"))
+	if !ok {
+		return
+	}
+	var args []byte
+	if get {
+		args = []byte(q.Get("arguments"))
+		if len(args) == 0 {
+			args = []byte("{}")
+		}
+		if !checkObject(w, args, "the arguments query parameter") {
+			return
+		}
+	} else if args, ok = h.restBody(w, r); !ok {
+		return
+	}
+	more := append(append([]byte(`"name":`), jsonrpc.Quote(name)...), `,"arguments":`...)
+	req, err := restRequest(mcp.MethodToolsCall, append(more, args...))
+	if err != nil {
+		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, err.Error()))
+		return
+	}
+	a := &audited{ResponseWriter: w}
+	defer h.audit(r, req, a, len(args), time.Now())
+	w = a
+	if !h.authorize(w, r, req) {
+		return
+	}
+	list, err := h.b.Tools(r.Context())
+	if err != nil {
+		h.restFail(w, r, r.Context(), err)
+		return
+	}
+	t := h.catalogs.of(list).tools[name]
+	if t == nil {
+		writeProblem(w, newProblem(kindUnknownTool, http.StatusNotFound, fmt.Sprintf("the server has no tool %s (GET /v1/tools lists them)", quote(clip(name)))))
+		return
+	}
+	if get && !t.readOnly {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProblem(w, newProblem(kindNotReadOnly, http.StatusMethodNotAllowed,
+			fmt.Sprintf("the tool %s does not declare annotations.readOnlyHint, so it is called with POST only", quote(clip(name)))))
+		return
+	}
+	if s := h.catalogs.inputSchema(name, t); s != nil {
+		failures, err := validateArguments(s, args)
+		if err != nil {
+			writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, err.Error()))
+			return
+		}
+		if failures != nil {
+			p := newProblem(kindInvalidArguments, http.StatusBadRequest, fmt.Sprintf("the arguments do not match the input schema of %s", quote(clip(name))))
+			p.Errors = failures
+			writeProblem(w, p)
+			return
+		}
+	}
+	ctx := r.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+		defer cancel()
+	}
+	c, err := h.b.Call(ctx, req, h.restCaller(r))
+	if err != nil {
+		h.restFail(w, r, ctx, err)
+		return
+	}
+	if wantsStream(r.Header.Get("Accept")) {
+		h.restStream(w, r, ctx, c)
+		return
+	}
+	for {
+		<-c.Wake()
+		_, resp, done, err := c.Take()
+		if !done {
+			continue // progress has no place in a JSON answer
+		}
+		if err != nil {
+			h.restFail(w, r, ctx, err)
+			return
+		}
+		result, p := toolAnswer(resp)
+		if p != nil {
+			writeProblem(w, p)
+			return
+		}
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
+		writeJSON(w, http.StatusOK, result)
+		return
+	}
+}
+
+// wantsStream reports whether Accept names text/event-stream itself: a
+// wildcard (curl sends */*) gets JSON.
+func wantsStream(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && mt == "text/event-stream" && params["q"] != "0" {
+			return true
+		}
+	}
+	return false
+}
+
+// callTimeout reads a call's own timeout: at most the server's longest
+// call. "" is none.
+func (h *handlers) callTimeout(w http.ResponseWriter, s string) (time.Duration, bool) {
+	if s == "" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 || d > h.opts.MaxCallDuration {
+		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest,
+			fmt.Sprintf("timeout must be a duration above 0 and at most %v (such as 1500ms or 10s), not %s", h.opts.MaxCallDuration, quote(clip(s)))))
+		return 0, false
+	}
+	return d, true
+}
+
+// toolAnswer reads a tool call's response: its result, or the problem it
+// amounts to (the child's error, the tool's own error, a question the
+// REST API cannot answer).
+func toolAnswer(resp []byte) ([]byte, *problem) {
+	result, p := answerOf(resp)
+	if p != nil {
+		return nil, p
+	}
+	if rt, _ := mcp.String(jsonrpc.Get(result, "resultType")); rt == "input_required" {
+		p := newProblem(kindInputRequired, http.StatusUnprocessableEntity,
+			"the tool asks the client for input (elicitation, sampling or roots), which a REST call cannot give; call it with an MCP client on /mcp")
+		p.InputRequests = jsonrpc.Get(result, "inputRequests")
+		return nil, p
+	}
+	if string(jsonrpc.Get(result, "isError")) == "true" {
+		p := newProblem(kindToolError, http.StatusUnprocessableEntity, "the tool ran and reported an error; its result is in result")
+		p.Result = result
+		return nil, p
+	}
+	return result, nil
+}
+
+// restStream answers a tool call with SSE: a progress event per progress
+// notification, then result or error, then the end. Only this goroutine
+// writes to w.
+func (h *handlers) restStream(w http.ResponseWriter, r *http.Request, ctx context.Context, c interface {
+	Wake() <-chan struct{}
+	Take() ([][]byte, []byte, bool, error)
+}) {
+	h.opts.Meter.StreamOpened()
+	defer h.opts.Meter.StreamClosed()
+	sse := newSSE(w, h.opts.ClientTimeout)
+	gone := func(err error) {
+		h.log.InfoContext(r.Context(), "client stopped taking the stream; its call is cancelled", "err", err)
+	}
+	if err := sse.open(); err != nil {
+		gone(err)
+		return
+	}
+	keepAlive := time.NewTicker(h.opts.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-c.Wake():
+		case <-keepAlive.C:
+			if err := sse.comment("keep-alive"); err != nil {
+				gone(err)
+				return
+			}
+			continue
+		}
+		notes, resp, done, err := c.Take()
+		for _, n := range notes {
+			data, ok := progressData(n)
+			if !ok {
+				continue
+			}
+			if err := sse.named("progress", data); err != nil {
+				gone(err)
+				return
+			}
+		}
+		if !done {
+			continue
+		}
+		if err != nil {
+			if p := h.restProblem(w, r, ctx, err); p != nil {
+				gatewayError(w, p.Code)
+				_ = sse.named("error", p.body())
+			}
+			return
+		}
+		result, p := toolAnswer(resp)
+		if p != nil {
+			if p.Code != 0 {
+				childError(w, p.Code)
+			}
+			_ = sse.named("error", p.body())
+			return
+		}
+		_ = sse.named("result", result)
+		return
+	}
+}
+
+// progressData is the data of a progress event: the notification's
+// progress, total and message, as the child wrote them.
+func progressData(note []byte) ([]byte, bool) {
+	m, err := jsonrpc.Parse(note)
+	if err != nil || m.Method != mcp.NoteProgress {
+		return nil, false
+	}
+	progress := jsonrpc.Get(m.Params, "progress")
+	if len(progress) == 0 {
+		return nil, false
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"progress":`)
+	b.Write(progress)
+	if total := jsonrpc.Get(m.Params, "total"); len(total) > 0 {
+		b.WriteString(`,"total":`)
+		b.Write(total)
+	}
+	if msg := jsonrpc.Get(m.Params, "message"); len(msg) > 0 {
+		b.WriteString(`,"message":`)
+		b.Write(msg)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), true
+}
+
+// restProblem is the problem a call that ended with err answers with; nil
+// when the client is gone and nothing can reach it.
+func (h *handlers) restProblem(w http.ResponseWriter, r *http.Request, ctx context.Context, err error) *problem {
+	switch {
+	case errors.Is(context.Cause(ctx), errCallTimeout):
+		p := newProblem(kindTimeout, http.StatusGatewayTimeout, "the call did not end within the timeout the request gave; the server was told to cancel it")
+		p.Code, p.Reason = jsonrpc.CodeTimeout, "timeout"
+		return p
+	case errors.Is(context.Cause(r.Context()), errCredentialsEnded):
+		if h.opts.Auth != nil {
+			w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(&auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the credentials stopped being valid during the request"}))
+		}
+		return problemFor(http.StatusUnauthorized, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "credentials_ended", context.Cause(r.Context()).Error()))
+	case r.Context().Err() != nil:
+		return nil
+	}
+	e := asRPCError(err)
+	return problemFor(statusFor(e.Code), e)
+}
+
+// restFail answers with the problem err amounts to, if anyone is there.
+func (h *handlers) restFail(w http.ResponseWriter, r *http.Request, ctx context.Context, err error) {
+	if p := h.restProblem(w, r, ctx, err); p != nil {
+		writeProblem(w, p)
+	}
+}
