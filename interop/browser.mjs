@@ -154,6 +154,30 @@ async function tabTo(page, tool) {
   throw new Error(`Tab never reached the tool ${tool}`);
 }
 
+// Image and audio content as data: URLs, and a tool's own error; tools
+// picked through the filter.
+async function content(page) {
+  const pick = async (tool) => {
+    await page.getByLabel('Filter by name').fill(tool.replace('test_', ''));
+    check(await page.locator('#tools li:not([hidden])').count() === 1, `the filter ${tool} leaves more than one tool`);
+    await page.locator(`button.tool[data-tool="${tool}"]`).click();
+    await page.getByRole('button', { name: 'Run' }).click();
+    return finished(page);
+  };
+  let got = await pick('test_image_content');
+  check(got.state === 'done', `test_image_content ended ${got.state}`);
+  check(await page.locator('#result img[src^="data:image/png;base64,"]').count() === 1, 'the image is not shown');
+  got = await pick('test_audio_content');
+  check(got.state === 'done', `test_audio_content ended ${got.state}`);
+  check(await page.locator('#result audio[controls][src^="data:audio/wav;base64,"]').count() === 1, 'the audio is not shown');
+  got = await pick('test_error_handling');
+  check(got.state === 'tool-error', `test_error_handling ended ${got.state}, want tool-error`);
+  check(got.kind === 'HTTP 422 · tool-error', `the problem reads ${JSON.stringify(got.kind)}`);
+  check(got.texts.some((t) => t.includes('intentionally returns an error')), `the tool's error text is not shown: ${JSON.stringify(got.texts)}`);
+  await screenshot(page, 'tool-error');
+  await page.getByLabel('Filter by name').fill('');
+}
+
 // Tab to a tool, Enter to pick it, type, Enter to run.
 async function keyboard(context) {
   const page = await open(context);
@@ -237,6 +261,7 @@ async function main() {
     context.setDefaultTimeout(TIMEOUT);
     const page = await slowThenCancel(context);
     await echo(page);
+    await content(page);
     await keyboard(context);
     await keyboardCancel(context);
     await phone(browser);

@@ -21,10 +21,11 @@ import (
 // The web page in a real browser: Debian's Chromium, driven by
 // playwright-core (browser.mjs), against the gateway with the demo child.
 // A long call shows its progress as it arrives, and Cancel ends it on the
-// child; a short one shows its result; invalid arguments show the
-// problem; the page works from the keyboard alone (Escape cancels), on a
-// phone-sized screen, and against a gateway that wants a bearer token.
-// The screenshots stay in a temporary directory that the test prints.
+// child; a short one shows its result; invalid arguments and a tool's own
+// error show their problems; images and audio are shown; the page works
+// from the keyboard alone (Escape cancels), on a phone-sized screen, and
+// against a gateway that wants a bearer token. The screenshots stay in a
+// temporary directory that the test prints.
 func TestBrowser(t *testing.T) {
 	nodeBin := node(t)
 	chromium := chromiumBin(t)
@@ -114,7 +115,7 @@ func TestBrowser(t *testing.T) {
 	}
 	// Escape in the keyboard run cancelled a second call.
 	checkCancelledSlow(t, g.URL, 2)
-	want := []string{"slow-progress", "slow-cancelled", "echo-result", "echo-invalid", "keyboard-echo", "keyboard-cancelled", "phone", "auth-refused"}
+	want := []string{"slow-progress", "slow-cancelled", "echo-result", "echo-invalid", "tool-error", "keyboard-echo", "keyboard-cancelled", "phone", "auth-refused"}
 	if !slices.Equal(shots, want) {
 		t.Errorf("screenshots %v, want %v", shots, want)
 	}

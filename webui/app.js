@@ -74,14 +74,11 @@ $('auth').addEventListener('submit', (event) => {
 // readProblem reads an error answer: a problem+json object, or whatever
 // else came (a proxy's page), as a problem with the text as its detail.
 async function readProblem(res) {
-  let text = '';
+  const text = await res.text().catch(() => '');
   try {
-    text = await res.text();
     const body = JSON.parse(text);
     if (isObject(body)) return { status: res.status, ...body };
-  } catch {
-    // not JSON: described below
-  }
+  } catch {} // not JSON: described below
   return { status: res.status, title: `HTTP ${res.status} ${res.statusText}`.trim(), detail: text.slice(0, 500) };
 }
 
@@ -106,22 +103,39 @@ async function loadTools() {
     return;
   }
   renderTools();
+  selectFromHash();
+}
+
+// A link to the page may name a tool: /#echo.
+function selectFromHash() {
   const tool = state.tools.find((t) => `#${encodeURIComponent(t.name)}` === location.hash);
-  if (tool) select(tool, false);
+  if (tool && tool !== state.tool) select(tool, false);
 }
 
 function renderTools() {
-  const n = state.tools.length;
-  $('tools-status').textContent = n ? `${n} tool${n === 1 ? '' : 's'}` : 'The server has no tools.';
   $('tools').replaceChildren(...state.tools.map((tool) => {
     const title = tool.title || tool.annotations?.title;
+    // Long names may break after _ - . or /.
+    const name = tool.name.split(/(?<=[_\-./])/).flatMap((part) => [part, el('wbr')]);
     const button = el('button', { type: 'button', class: 'tool', 'data-tool': tool.name, 'aria-pressed': 'false' },
-      el('span', { class: 'name', text: tool.name }),
+      el('span', { class: 'name' }, ...name),
       typeof title === 'string' && title !== tool.name ? el('span', { class: 'title', text: title }) : null,
       tool.annotations?.readOnlyHint === true ? el('span', { class: 'badge', text: 'read-only' }) : null);
     button.addEventListener('click', () => select(tool, true));
-    return el('li', {}, button);
+    return el('li', { 'data-search': `${tool.name} ${typeof title === 'string' ? title : ''}`.toLowerCase() }, button);
   }));
+  filterTools();
+}
+
+function filterTools() {
+  const words = $('filter').value.toLowerCase().split(/\s+/).filter(Boolean);
+  let shown = 0;
+  for (const li of $('tools').children) {
+    li.hidden = !words.every((w) => li.dataset.search.includes(w));
+    if (!li.hidden) shown++;
+  }
+  const n = state.tools.length;
+  $('tools-status').textContent = n === 0 ? 'The server has no tools.' : shown === n ? `${n} tool${n === 1 ? '' : 's'}` : `${shown} of ${n} tools`;
 }
 
 // fieldKind is the form control a property schema gets, or null when the
@@ -236,28 +250,24 @@ function readForm() {
   return args;
 }
 
-// fillForm puts values into the form and returns what it could not show.
+// fillForm puts values into the form and returns the names it could not
+// show.
 function fillForm(values) {
-  const inputs = new Map([...$('fields').querySelectorAll('[data-arg]')].map((i) => [i.dataset.arg, i]));
-  const misfits = Object.keys(values).filter((k) => !inputs.has(k));
-  for (const [name, input] of inputs) {
-    const v = values[name];
+  const inputs = [...$('fields').querySelectorAll('[data-arg]')];
+  const names = new Set(inputs.map((i) => i.dataset.arg));
+  const misfits = Object.keys(values).filter((k) => !names.has(k));
+  for (const input of inputs) {
+    const name = input.dataset.arg;
     const kind = input.dataset.kind;
-    input.removeAttribute('aria-invalid');
-    if (kind === 'boolean') {
-      if (v !== undefined && typeof v !== 'boolean') misfits.push(name);
+    const v = Object.hasOwn(values, name) ? values[name] : undefined;
+    const fits = v === undefined || (kind === 'enum' ? input.enumValues.includes(v) : typeof v === (kind === 'integer' ? 'number' : kind));
+    if (!fits) {
+      misfits.push(name);
+    } else if (kind === 'boolean') {
       input.checked = v === true;
       input.dataset.set = v === undefined ? '' : '1';
-    } else if (kind === 'enum') {
-      const j = input.enumValues.indexOf(v);
-      if (v !== undefined && j < 0) misfits.push(name);
-      input.value = j < 0 ? '' : String(j);
-    } else if (kind === 'string') {
-      if (v !== undefined && typeof v !== 'string') misfits.push(name);
-      input.value = typeof v === 'string' ? v : '';
     } else {
-      if (v !== undefined && typeof v !== 'number') misfits.push(name);
-      input.value = typeof v === 'number' ? String(v) : '';
+      input.value = v === undefined ? '' : kind === 'enum' ? String(input.enumValues.indexOf(v)) : String(v);
     }
   }
   return misfits;
@@ -565,7 +575,7 @@ function renderProblem(p, retryAfter) {
   if (p.detail) box.append(el('p', { class: 'detail', text: String(p.detail) }));
   if (Array.isArray(p.errors) && p.errors.length) {
     box.append(el('ul', { class: 'errors' }, ...p.errors.map((e) => el('li', {},
-      el('code', { text: String(e?.path || '/') }), ' ', String(e?.message ?? '')))));
+      el('code', { text: e?.path ? String(e.path) : '(arguments)' }), ' ', String(e?.message ?? '')))));
     markInvalid(p.errors);
   }
   if (kind === 'tool-error' && isObject(p.result)) {
@@ -573,7 +583,7 @@ function renderProblem(p, retryAfter) {
     appendResult(box, p.result);
   }
   if (kind === 'input-required') {
-    box.append(el('p', { text: 'The tool asked the client for more input during the call. This page and the REST API cannot answer such questions: use an MCP client on /mcp for this tool.' }));
+    box.append(el('p', { text: "This page cannot answer a tool's questions: an MCP client on /mcp can." }));
     if (p.inputRequests !== undefined) box.append(el('pre', { class: 'json', text: pretty(p.inputRequests) }));
   }
   if (isObject(p.error)) box.append(el('pre', { class: 'json', text: pretty(p.error) }));
@@ -582,16 +592,16 @@ function renderProblem(p, retryAfter) {
 
 // markInvalid flags the form fields that invalid-arguments errors point at.
 function markInvalid(errors) {
-  for (const e of errors) {
-    const name = typeof e?.path === 'string' ? e.path.split('/')[1]?.replaceAll('~1', '/').replaceAll('~0', '~') : undefined;
-    for (const input of $('fields').querySelectorAll('[data-arg]')) {
-      if (input.dataset.arg === name) input.setAttribute('aria-invalid', 'true');
-    }
+  const names = new Set(errors.map((e) => (typeof e?.path === 'string' ? e.path.split('/')[1]?.replaceAll('~1', '/').replaceAll('~0', '~') : undefined)));
+  for (const input of $('fields').querySelectorAll('[data-arg]')) {
+    if (names.has(input.dataset.arg)) input.setAttribute('aria-invalid', 'true');
   }
 }
 
 $('args').addEventListener('submit', (event) => { event.preventDefault(); run(); });
 $('cancel').addEventListener('click', cancel);
+$('filter').addEventListener('input', filterTools);
+window.addEventListener('hashchange', selectFromHash);
 $('fields').addEventListener('change', (event) => {
   if (event.target.dataset.kind === 'boolean') event.target.dataset.set = '1';
 });
