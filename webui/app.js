@@ -357,7 +357,7 @@ async function run() {
     });
     outcome = await answer(res);
   } catch (err) {
-    outcome = controller.signal.aborted ? { state: 'cancelled' } : failed({ title: 'The gateway cannot be reached', detail: err.message });
+    outcome = controller.signal.aborted ? { state: 'cancelled' } : failed({ title: 'The call did not complete', detail: err.message });
   }
   if (state.controller === controller) finish(outcome);
 }
