@@ -188,8 +188,3 @@ func pointer(tokens []string) string {
 	}
 	return b.String()
 }
-
-// escapePointer escapes a JSON Pointer token (RFC 6901).
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}

@@ -417,8 +417,8 @@ func structuredResult(output string) json.RawMessage {
 }
 
 func argumentsParameter(schema string) json.RawMessage {
-	return json.RawMessage(`{"name":"arguments","in":"query","required":true,` +
-		`"description":"The tool's arguments: a JSON object, URL-encoded.",` +
+	return json.RawMessage(`{"name":"arguments","in":"query","required":false,` +
+		`"description":"The tool's arguments: a JSON object, URL-encoded; absent means {}.",` +
 		`"content":{"application/json":{"schema":` + string(componentRef(schema)) + `}}}`)
 }
 
