@@ -73,20 +73,20 @@ func TestRESTArgumentsAreChecked(t *testing.T) {
 	f, srv := restServer(t, Options{}, echoTool, local, draft7, closed, odd)
 	for _, tc := range []struct {
 		name, tool, args string
-		paths            []string // the failures' paths; nil: the arguments pass
+		paths            []string // the failures' paths, sorted (a missing or unexpected member's own); nil: the arguments pass
 		message          string   // in the failure at the first path
 	}{
 		{"valid", "echo", `{"text":"a","opts":{"n":1},"more":true}`, nil, ""},
 		{"wrong type", "echo", `{"text":5}`, []string{"/text"}, "string"},
 		{"nested", "echo", `{"text":"a","opts":{"n":0}}`, []string{"/opts/n"}, "minimum"},
-		{"missing required", "echo", `{}`, []string{""}, "text"},
-		{"two failures", "echo", `{"opts":{"n":"x"}}`, []string{"", "/opts/n"}, "text"},
+		{"missing required", "echo", `{}`, []string{"/text"}, "text"},
+		{"two failures", "echo", `{"opts":{"n":"x"}}`, []string{"/opts/n", "/text"}, "integer"},
 		{"escaped member names are read", "echo", `{"t\u0065xt":5}`, []string{"/text"}, "string"},
 		{"local reference", "local", `{"p":{"x":"no"}}`, []string{"/p/x"}, "number"},
-		{"local reference, missing member", "local", `{"p":{}}`, []string{"/p"}, "x"},
+		{"local reference, missing member", "local", `{"p":{}}`, []string{"/p/x"}, "x"},
 		{"local reference, valid", "local", `{"p":{"x":1.5}}`, nil, ""},
 		{"names that need escaping in a pointer", "odd", `{"a/b":1,"c~d":2}`, []string{"/a~1b", "/c~0d"}, "string"},
-		{"additional property", "closed", `{"a":"x","b":1}`, []string{""}, "b"},
+		{"additional property", "closed", `{"a":"x","b":1}`, []string{"/b"}, "b"},
 		{"draft-07", "draft7", `{"n":"x"}`, []string{"/n"}, "integer"},
 		{"draft-07, valid", "draft7", `{"n":1}`, nil, ""},
 		// dependencies is a keyword of draft-07 only: 2020-12 ignores it.

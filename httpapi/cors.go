@@ -26,8 +26,14 @@ func withCORS(origins []string) func(http.Handler) http.Handler {
 	if len(origins) == 0 {
 		return func(next http.Handler) http.Handler { return next }
 	}
+	// As guardOrigin reads them: an origin the guard lets through must be
+	// one the browser may read answers for.
+	norm := make([]string, len(origins))
+	for i, o := range origins {
+		norm[i] = strings.ToLower(strings.TrimSuffix(o, "/"))
+	}
 	opts := cors.Options{
-		AllowedOrigins: origins,
+		AllowedOrigins: norm,
 		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
 		AllowedHeaders: corsHeaders,
 		ExposedHeaders: corsExposed,

@@ -25,6 +25,7 @@ const (
 	kindUnknownTool      = "unknown-tool"
 	kindNotFound         = "not-found"
 	kindNotReadOnly      = "not-read-only"
+	kindMethodNotAllowed = "method-not-allowed"
 	kindToolError        = "tool-error"
 	kindInputRequired    = "input-required"
 	kindChildError       = "child-error"
@@ -45,6 +46,7 @@ var problemTitles = map[string]string{
 	kindUnknownTool:      "No such tool",
 	kindNotFound:         "Not found",
 	kindNotReadOnly:      "Only read-only tools can be called with GET",
+	kindMethodNotAllowed: "The route does not take this method",
 	kindToolError:        "The tool reported an error",
 	kindInputRequired:    "The tool needs input that the REST API cannot give",
 	kindChildError:       "The server answered with an error",
@@ -81,13 +83,22 @@ func newProblem(kind string, status int, detail string) *problem {
 }
 
 func (p *problem) body() []byte {
-	b, err := json.Marshal(p)
-	if err != nil {
-		// Only a raw member that is not JSON fails, and those are the
-		// child's validated bytes.
-		return mustJSON(newProblem(kindInternal, http.StatusInternalServerError, "the problem could not be encoded: "+err.Error()))
+	// The child's members go in as it wrote them: json.Marshal would
+	// compact them and escape <, > and &.
+	q := *p
+	q.Result, q.InputRequests, q.Error = nil, nil, nil
+	b := mustJSON(q)
+	b = b[:len(b)-1]
+	for _, m := range []struct {
+		key string
+		raw json.RawMessage
+	}{{"result", p.Result}, {"inputRequests", p.InputRequests}, {"error", p.Error}} {
+		if len(m.raw) > 0 {
+			b = append(b, `,"`+m.key+`":`...)
+			b = append(b, m.raw...)
+		}
 	}
-	return b
+	return append(b, '}')
 }
 
 // writeProblem answers with p; the audit sees the JSON-RPC code behind it.

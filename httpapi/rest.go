@@ -30,7 +30,15 @@ func (h *handlers) restRoutes(r chi.Router) {
 			writeProblem(w, newProblem(kindNotFound, http.StatusNotFound, "no such route: the REST API is described at /openapi.yaml"))
 		})
 		v.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-			writeProblem(w, newProblem(kindBadRequest, http.StatusMethodNotAllowed, r.Method+" is not served on "+r.URL.Path))
+			// RFC 9110 §15.5.6: a 405 lists what the route takes.
+			var allow []string
+			for _, m := range []string{http.MethodGet, http.MethodPost} {
+				if v.Match(chi.NewRouteContext(), m, chi.RouteContext(r.Context()).RoutePath) {
+					allow = append(allow, m)
+				}
+			}
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeProblem(w, newProblem(kindMethodNotAllowed, http.StatusMethodNotAllowed, r.Method+" is not served on "+clip(r.URL.Path)))
 		})
 		g := v.With(h.guardOrigin, h.authenticate, h.limit)
 		g.Get("/tools", h.restTools)

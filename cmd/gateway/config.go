@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -120,6 +121,13 @@ func (c *Config) validate() error {
 	}
 	if c.Addr == "" {
 		errs = append(errs, errors.New("GATEWAY_ADDR must not be empty"))
+	}
+	c.AllowedHosts = trimList(c.AllowedHosts)
+	c.AllowedOrigins = trimList(c.AllowedOrigins)
+	for _, o := range c.AllowedOrigins {
+		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil) {
+			errs = append(errs, fmt.Errorf("GATEWAY_ALLOWED_ORIGINS: %q is not an origin (scheme://host[:port], or *)", o))
+		}
 	}
 	for name, d := range map[string]time.Duration{
 		"GATEWAY_CALL_IDLE_TIMEOUT": c.CallIdleTimeout, "GATEWAY_CALL_MAX_DURATION": c.CallMaxDuration,
@@ -269,4 +277,16 @@ func splitCommand(s string) ([]string, error) {
 		words = append(words, cur.String())
 	}
 	return words, nil
+}
+
+// trimList drops the spaces around a list's entries (envconfig splits at
+// commas only), and empty entries.
+func trimList(list []string) []string {
+	var out []string
+	for _, e := range list {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -86,6 +86,27 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Allowed origins and hosts are read with the spaces around commas
+// dropped; an entry that is not an origin stops the gateway at start.
+func TestAllowedOrigins(t *testing.T) {
+	t.Setenv("GATEWAY_ALLOWED_ORIGINS", "https://app.example , http://localhost:3000/,")
+	t.Setenv("GATEWAY_ALLOWED_HOSTS", " mcp.example.com, localhost ")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.AllowedOrigins, []string{"https://app.example", "http://localhost:3000/"}) ||
+		!slices.Equal(cfg.AllowedHosts, []string{"mcp.example.com", "localhost"}) {
+		t.Errorf("origins %q, hosts %q", cfg.AllowedOrigins, cfg.AllowedHosts)
+	}
+	for _, bad := range []string{"app.example", "https://app.example/path", "https://", "https://u@app.example", "https://app.example?x=1"} {
+		t.Setenv("GATEWAY_ALLOWED_ORIGINS", "*,"+bad)
+		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "GATEWAY_ALLOWED_ORIGINS") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
 // The key comes from GATEWAY_SECRET or a file, is long enough, and each
 // use gets a key of its own that replicas with the same secret share.
 func TestKeys(t *testing.T) {
