@@ -161,8 +161,8 @@ func (h *handlers) restBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 }
 
 // checkObject refuses what is not one JSON object, or has a member twice
-// at any depth: the schema check and the child must read the same
-// arguments.
+// at any depth (through escapes or letter case too): the schema check and
+// the child must read the same arguments.
 func checkObject(w http.ResponseWriter, b []byte, what string) bool {
 	if err := uniqueObject(b); err != nil {
 		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, what+" must be a JSON object: "+err.Error()))
@@ -207,10 +207,14 @@ func uniqueMembers(d *json.Decoder, depth int) error {
 			return fmt.Errorf("not JSON: %w", err)
 		}
 		key, _ := tok.(string)
-		if seen[key] {
-			return fmt.Errorf("member %q appears twice", clip(key))
+		// By letter case too: a server decoding into structs with Go's
+		// encoding/json takes "TEXT" for "text", which the schema check
+		// would not have looked at.
+		folded := strings.ToLower(strings.ToUpper(key))
+		if seen[folded] {
+			return fmt.Errorf("member %q appears twice (names are compared ignoring letter case)", clip(key))
 		}
-		seen[key] = true
+		seen[folded] = true
 		if err := skipValue(d, depth); err != nil {
 			return err
 		}

@@ -323,6 +323,8 @@ func TestRESTToolCallRefused(t *testing.T) {
 		{"duplicate through an escape", "POST", "/v1/tools/echo", "application/json", `{"text":"a","t\u0065xt":5}`, 400, kindBadRequest},
 		{"nested duplicate", "POST", "/v1/tools/echo", "application/json", `{"text":"a","opts":{"n":1,"\u006e":2}}`, 400, kindBadRequest},
 		{"duplicate in an array", "POST", "/v1/tools/add", "application/json", `{"l":[1,{"k":1,"k":2}]}`, 400, kindBadRequest},
+		{"duplicate by letter case", "POST", "/v1/tools/echo", "application/json", `{"text":"a","TEXT":5}`, 400, kindBadRequest},
+		{"duplicate by Unicode case folding", "POST", "/v1/tools/echo", "application/json", `{"s":"a","ſ":5}`, 400, kindBadRequest},
 		{"array", "POST", "/v1/tools/add", "application/json", `[{"text":"a"}]`, 400, kindBadRequest},
 		{"string", "POST", "/v1/tools/add", "application/json", `"text"`, 400, kindBadRequest},
 		{"null", "POST", "/v1/tools/add", "application/json", `null`, 400, kindBadRequest},
