@@ -120,21 +120,28 @@ func TestDNSRebindingProtection(t *testing.T) {
 		opts         Options
 		host, origin string
 		allowed      bool
+		fetch        []string // Sec-Fetch-Site, Sec-Fetch-Mode
 	}{
-		{"loopback, local host", Options{Loopback: true}, "localhost:8080", "", true},
-		{"loopback, ipv6 host", Options{Loopback: true}, "[::1]:8080", "", true},
-		{"loopback, foreign host", Options{Loopback: true}, "evil.example:8080", "", false},
-		{"loopback, local origin", Options{Loopback: true}, "127.0.0.1:8080", "http://localhost:3000", true},
-		{"loopback, foreign origin", Options{Loopback: true}, "127.0.0.1:8080", "http://evil.example", false},
-		{"loopback, opaque origin", Options{Loopback: true}, "127.0.0.1:8080", "null", false},
-		{"public, any host", Options{}, "gateway.svc.cluster.local", "", true},
-		{"public, same origin", Options{}, "mcp.example.com", "https://mcp.example.com", true},
-		{"public, cross origin", Options{}, "mcp.example.com", "https://evil.example", false},
-		{"allowed hosts", Options{AllowedHosts: []string{"mcp.example.com"}}, "MCP.example.com:443", "", true},
-		{"allowed hosts, other", Options{AllowedHosts: []string{"mcp.example.com"}}, "other.example.com", "", false},
-		{"allowed origins", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://app.example.com", true},
-		{"allowed origins, other", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://evil.example", false},
-		{"any origin", Options{Loopback: true, AllowedOrigins: []string{"*"}}, "localhost", "https://anything.example", true},
+		{"loopback, local host", Options{Loopback: true}, "localhost:8080", "", true, nil},
+		{"loopback, ipv6 host", Options{Loopback: true}, "[::1]:8080", "", true, nil},
+		{"loopback, foreign host", Options{Loopback: true}, "evil.example:8080", "", false, nil},
+		{"loopback, local origin", Options{Loopback: true}, "127.0.0.1:8080", "http://localhost:3000", true, nil},
+		{"loopback, foreign origin", Options{Loopback: true}, "127.0.0.1:8080", "http://evil.example", false, nil},
+		{"loopback, opaque origin", Options{Loopback: true}, "127.0.0.1:8080", "null", false, nil},
+		{"public, any host", Options{}, "gateway.svc.cluster.local", "", true, nil},
+		{"public, same origin", Options{}, "mcp.example.com", "https://mcp.example.com", true, nil},
+		{"public, cross origin", Options{}, "mcp.example.com", "https://evil.example", false, nil},
+		{"allowed hosts", Options{AllowedHosts: []string{"mcp.example.com"}}, "MCP.example.com:443", "", true, nil},
+		{"allowed hosts, other", Options{AllowedHosts: []string{"mcp.example.com"}}, "other.example.com", "", false, nil},
+		{"allowed origins", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://app.example.com", true, nil},
+		{"allowed origins, other", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://evil.example", false, nil},
+		{"any origin", Options{Loopback: true, AllowedOrigins: []string{"*"}}, "localhost", "https://anything.example", true, nil},
+		{"another site's <img>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"cross-site", "no-cors"}},
+		{"another port's <script>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"same-site", "no-cors"}},
+		{"a link the user follows", Options{Loopback: true}, "localhost", "", true, []string{"cross-site", "navigate"}},
+		{"typed in the address bar", Options{Loopback: true}, "localhost", "", true, []string{"none", "navigate"}},
+		{"the gateway's own page", Options{Loopback: true}, "localhost", "", true, []string{"same-origin", "cors"}},
+		{"an allowed origin's fetch", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://app.example.com", true, []string{"cross-site", "cors"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,6 +152,10 @@ func TestDNSRebindingProtection(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 			if tt.origin != "" {
 				req.Header.Set("Origin", tt.origin)
+			}
+			if tt.fetch != nil {
+				req.Header.Set("Sec-Fetch-Site", tt.fetch[0])
+				req.Header.Set("Sec-Fetch-Mode", tt.fetch[1])
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)

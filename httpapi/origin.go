@@ -30,8 +30,26 @@ func (h *handlers) guardOrigin(next http.Handler) http.Handler {
 				"Origin "+origin+" is not allowed (set GATEWAY_ALLOWED_ORIGINS to allow it)"))
 			return
 		}
+		if crossSiteWithoutOrigin(r) {
+			writeError(w, http.StatusForbidden, nil, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "cross_site",
+				"a request another site's page made without CORS (an image, a script, a frame) is not served; use fetch() from an allowed origin"))
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// crossSiteWithoutOrigin reports a browser request that another site's
+// page made with no Origin header: a GET by an <img> or <script> tag, say,
+// which would otherwise call a read-only tool unseen. Browsers mark such
+// requests with Sec-Fetch-Site; a navigation (a link the user follows) and
+// requests from tools other than browsers carry none of this.
+func crossSiteWithoutOrigin(r *http.Request) bool {
+	if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Mode") == "navigate" {
+		return false
+	}
+	site := r.Header.Get("Sec-Fetch-Site")
+	return site == "cross-site" || site == "same-site"
 }
 
 func hostOnly(hostport string) string {

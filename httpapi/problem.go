@@ -139,6 +139,19 @@ func problemFor(status int, e *jsonrpc.Error) *problem {
 	p := newProblem(kind, status, e.Message)
 	p.Code = e.Code
 	p.Reason, _ = mcp.String(jsonrpc.Get(e.Data, "reason"))
+	return needsInput(p)
+}
+
+// needsInput turns a refusal for want of a client capability (a legacy
+// child's question the gateway could not relay, or a 2026-07-28 child
+// that checks what the client declared) into input-required: a REST call
+// declares none, since it cannot answer questions.
+func needsInput(p *problem) *problem {
+	if p.Code != mcp.CodeMissingCapability {
+		return p
+	}
+	p.Type, p.Title, p.Status = problemPrefix+kindInputRequired, problemTitles[kindInputRequired], http.StatusUnprocessableEntity
+	p.Detail += " (a REST call cannot answer the server's questions; call the tool with an MCP client on /mcp)"
 	return p
 }
 
@@ -158,7 +171,7 @@ func childProblem(errObj []byte) *problem {
 	p := newProblem(kindChildError, status, msg)
 	p.Code = code
 	p.Error = json.RawMessage(errObj)
-	return p
+	return needsInput(p)
 }
 
 // restWriter marks a response as the REST API's: errors written by the

@@ -290,7 +290,7 @@ func (h *handlers) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handlers) notFound(w http.ResponseWriter, r *http.Request) {
-	http.Error(w, "not found: the MCP endpoint is POST /mcp", http.StatusNotFound)
+	http.Error(w, "not found: the MCP endpoint is POST /mcp, the REST API is under /v1 (see /openapi.yaml)", http.StatusNotFound)
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

@@ -60,7 +60,7 @@ type Config struct {
 	MaxSessions      int           `split_words:"true" default:"10000" desc:"2025 sessions one gateway holds something for at once (calls in flight, a log level); when full, the one used longest ago without a call in flight makes room; as many sessions ended by DELETE are remembered until they expire"`
 
 	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp answers to, comma-separated (* for any); empty: localhost names on a loopback address, any otherwise"`
-	AllowedOrigins []string `split_words:"true" desc:"browser Origins allowed on /mcp, comma-separated scheme://host[:port] (* for any); empty: localhost origins on a loopback address, same-origin otherwise"`
+	AllowedOrigins []string `split_words:"true" desc:"browser Origins allowed on /mcp and /v1, comma-separated scheme://host[:port] (* for any), and answered with CORS headers; empty: localhost origins on a loopback address, same-origin otherwise, and no CORS"`
 
 	AdminAddr string `split_words:"true" desc:"when set, /metrics and /debug/pprof/ are served on this address (host:port) and not on GATEWAY_ADDR"`
 

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	contract "github.com/stdiomcp/gateway"
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/httpapi"
 	"github.com/stdiomcp/gateway/internal/demo"
@@ -360,6 +361,7 @@ func newHandler(cfg Config, k keys, g guard, b *bridge.Bridge, m *metrics.Metric
 		TrustedProxies:  g.proxies,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		MaxCallDuration: cfg.CallMaxDuration,
+		OpenAPI:         contract.OpenAPI(),
 		KeepAlive:       cfg.SSEKeepAlive,
 		ClientTimeout:   cfg.ClientTimeout,
 		Logger:          log,
