@@ -70,15 +70,16 @@ func TestOpenAPILive(t *testing.T) {
 		}
 	})
 	// A REST caller declares no client capabilities, so a 2026-07-28 child
-	// refuses a tool that would ask it questions (-32021) rather than ask.
+	// refuses a tool that would ask it questions (-32021) rather than ask:
+	// input the REST API cannot give.
 	t.Run("modern", func(t *testing.T) {
 		t.Parallel()
 		g := startGateway(t, nil, "--", gatewayBin, "demo", "-era", "modern")
 		g.WaitReady()
 		for _, ex := range []liveExchange{
-			{name: "tool needing a capability", method: "POST", path: "/v1/tools/test_input_required_result_elicitation", status: 502, kind: "child-error", check: childCode(-32021)},
-			{name: "tool needing a capability, stream", method: "POST", path: "/v1/tools/test_input_required_result_elicitation", header: acceptSSE, status: 200, last: "error", kind: "child-error", eventStatus: 502},
-			{name: "prompt needing a capability", method: "GET", path: "/v1/prompts/test_input_required_result_prompt", status: 502, kind: "child-error", check: childCode(-32021)},
+			{name: "tool needing input", method: "POST", path: "/v1/tools/test_input_required_result_elicitation", status: 422, kind: "input-required", check: childCode(-32021)},
+			{name: "tool needing input, stream", method: "POST", path: "/v1/tools/test_input_required_result_elicitation", header: acceptSSE, status: 200, last: "error", kind: "input-required", eventStatus: 422},
+			{name: "prompt needing input", method: "GET", path: "/v1/prompts/test_input_required_result_prompt", status: 422, kind: "input-required", check: childCode(-32021)},
 			{name: "call", method: "POST", path: "/v1/tools/echo", body: `{"text":"hi"}`, status: 200, check: firstText("hi")},
 			{name: "unknown resource", method: "GET", path: "/v1/resources/read?uri=" + url.QueryEscape("test://nope"), status: 404, kind: "not-found"},
 		} {
@@ -128,7 +129,7 @@ func demoExchanges(writeTool string) []liveExchange {
 		{name: "body too large", method: "POST", path: "/v1/tools/echo", body: `{"text":"` + strings.Repeat("x", 5000) + `"}`, status: 413, kind: "too-large"},
 		{name: "GET form of a tool not read-only", method: "GET", path: "/v1/tools/" + url.PathEscape(writeTool), status: 405, kind: "not-read-only"},
 		{name: "answer too large", method: "POST", path: "/v1/tools/big", body: `{"bytes":300000}`, status: 502, kind: "answer-too-large"},
-		{name: "child error", method: "POST", path: "/v1/tools/big", body: `{"bytes":-1}`, status: 400, kind: "child-error"},
+		{name: "child error", method: "POST", path: "/v1/tools/big", body: `{"bytes":-1}`, status: 400, kind: "child-error", check: childCode(-32602)},
 		{name: "origin not allowed", method: "GET", path: "/v1/tools", header: []string{"Origin", "http://evil.example"}, status: 403, kind: "forbidden"},
 		{name: "no such route", method: "GET", path: "/v1/nope", status: 404, kind: "not-found", undocumented: true},
 
@@ -362,16 +363,16 @@ func (s *liveSpec) stream(t *testing.T, route *routers.Route, body []byte, ex li
 	}
 }
 
-// sseEvent is one event of a stream: its name ("message" when it has
+// streamEvent is one event of a stream: its name ("message" when it has
 // none) and its data lines, joined.
-type sseEvent struct{ name, data string }
+type streamEvent struct{ name, data string }
 
 // readEvents reads a whole SSE stream as the WHATWG parser does: comments
 // skipped, an event dispatched at a blank line when it has data.
-func readEvents(r io.Reader) ([]sseEvent, error) {
+func readEvents(r io.Reader) ([]streamEvent, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 64<<20)
-	var events []sseEvent
+	var events []streamEvent
 	var name string
 	var data []string
 	for sc.Scan() {
@@ -381,7 +382,7 @@ func readEvents(r io.Reader) ([]sseEvent, error) {
 				if name == "" {
 					name = "message"
 				}
-				events = append(events, sseEvent{name: name, data: strings.Join(data, "\n")})
+				events = append(events, streamEvent{name: name, data: strings.Join(data, "\n")})
 			}
 			name, data = "", nil
 			continue
@@ -506,7 +507,7 @@ func argumentErrorAt(path string) func(*testing.T, []byte) {
 	}
 }
 
-// childCode checks the JSON-RPC error a child-error problem holds.
+// childCode checks the child's JSON-RPC error a problem holds.
 func childCode(code int) func(*testing.T, []byte) {
 	return func(t *testing.T, body []byte) {
 		var p struct {
