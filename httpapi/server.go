@@ -20,6 +20,7 @@ import (
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
+	"github.com/stdiomcp/gateway/webui"
 )
 
 // Backend is what the handlers need from the bridge; *bridge.Bridge is
@@ -160,6 +161,11 @@ func New(b Backend, opts Options) http.Handler {
 	guarded.Post("/mcp", h.mcp)
 	guarded.Delete("/mcp", h.endSession)
 	h.restRoutes(r)
+	// The web page needs no credentials: it is static, and asks for a
+	// token when the API answers 401.
+	ui := webui.Handler()
+	r.Method(http.MethodGet, "/", ui)
+	r.Method(http.MethodGet, "/ui/{file}", ui)
 	if opts.OpenAPI != nil {
 		r.Get("/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/yaml")
