@@ -7,9 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -129,15 +134,57 @@ func validateArguments(s *jsonschema.Schema, args []byte) ([]argumentError, erro
 	if !errors.As(err, &ve) {
 		return nil, fmt.Errorf("validating the arguments: %w", err)
 	}
-	var out []argumentError
-	for _, u := range ve.BasicOutput().Errors {
-		if u.Error == nil || len(out) == maxArgumentErrors {
-			continue
-		}
-		out = append(out, argumentError{Path: u.InstanceLocation, Message: u.Error.String()})
-	}
+	out := leafErrors(ve, message.NewPrinter(language.English), nil)
 	if len(out) == 0 {
 		out = append(out, argumentError{Path: "", Message: ve.Error()})
 	}
 	return out, nil
+}
+
+// leafErrors lists the failures at the leaves of a validation error (the
+// nodes above them only say that a part failed), at most
+// maxArgumentErrors. A member that is missing, or not allowed, is pointed
+// at by its own path, so that a form can mark the field.
+func leafErrors(ve *jsonschema.ValidationError, p *message.Printer, out []argumentError) []argumentError {
+	if len(ve.Causes) > 0 {
+		for _, c := range ve.Causes {
+			out = leafErrors(c, p, out)
+		}
+		return out
+	}
+	at := pointer(ve.InstanceLocation)
+	var members []string
+	switch k := ve.ErrorKind.(type) {
+	case *kind.Required:
+		members = k.Missing
+	case *kind.AdditionalProperties:
+		members = k.Properties
+	}
+	msg := ve.ErrorKind.LocalizedString(p)
+	if len(members) == 0 {
+		members = []string{""}
+	}
+	for _, m := range members {
+		if len(out) == maxArgumentErrors {
+			break
+		}
+		path := at
+		if m != "" {
+			path += "/" + escapePointer(m)
+		}
+		e := argumentError{Path: path, Message: msg}
+		if !slices.Contains(out, e) { // branches of anyOf may fail alike
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(escapePointer(t))
+	}
+	return b.String()
 }

@@ -42,6 +42,7 @@ func (h *handlers) restRoutes(r chi.Router) {
 		g.Get("/prompts", h.restList(mcp.MethodPromptsList, "prompts"))
 		g.Get("/prompts/{name}", h.restPrompt)
 		g.Post("/prompts/{name}", h.restPrompt)
+		g.Get("/openapi.json", h.restDocument)
 	})
 }
 
@@ -507,4 +508,38 @@ func answerOf(resp []byte) ([]byte, *problem) {
 		return nil, childProblem(msg.Error)
 	}
 	return msg.Result, nil
+}
+
+// restDocument serves /v1/openapi.json: the child's tools as an OpenAPI
+// document, built once per tool list, or for a restricted caller, from
+// the tools it may call.
+func (h *handlers) restDocument(w http.ResponseWriter, r *http.Request) {
+	if _, ok := onlyQuery(w, r); !ok {
+		return
+	}
+	list, err := h.b.Tools(r.Context())
+	if err != nil {
+		h.restFail(w, r, r.Context(), err)
+		return
+	}
+	const title = "Tools of the MCP server behind this gateway"
+	var doc []byte
+	if rules := callerOf(r.Context()).rules(); rules.Unrestricted() {
+		c := h.catalogs.of(list)
+		c.docOnce.Do(func() { c.doc, c.docErr = toolsDocument(list.Tools, title) })
+		doc, err = c.doc, c.docErr
+	} else {
+		var mine []json.RawMessage
+		for i, t := range list.Tools {
+			if rules.Allows(auth.Tool, list.Names[i]) {
+				mine = append(mine, t)
+			}
+		}
+		doc, err = toolsDocument(mine, title)
+	}
+	if err != nil {
+		writeProblem(w, newProblem(kindInternal, http.StatusInternalServerError, "the tools' document could not be built: "+err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -15,10 +16,13 @@ import (
 const maxBigBytes = 128 << 20
 
 // tool is one tool the demo offers. eras limits it to "legacy" or "modern"
-// requests; empty means both.
+// requests; empty means both. A read-only tool says so in its annotations
+// (readOnlyHint), which lets a REST client call it with GET.
 type tool struct {
 	name, description string
 	schema            map[string]any
+	output            map[string]any // the outputSchema; nil for none
+	readOnly          bool
 	eras              string
 	run               func(ctx context.Context, r *request, args json.RawMessage) (any, *rpcError)
 }
@@ -34,28 +38,34 @@ func object(props map[string]any, required ...string) map[string]any {
 func integer(desc string) map[string]any {
 	return map[string]any{"type": "integer", "description": desc}
 }
+func number(desc string) map[string]any {
+	return map[string]any{"type": "number", "description": desc}
+}
 func str(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
 
 // tools is the tool table, in the order tools/list reports it.
 func (s *server) tools() []tool {
 	noArgs := object(map[string]any{})
 	ts := []tool{
-		{name: "echo", description: "Returns its text.", schema: object(map[string]any{"text": str("what to echo")}, "text"), run: s.echo},
-		{name: "slow", description: "Works for duration_ms, sending progress every interval_ms when asked for it; stops at once when cancelled.",
+		{name: "echo", description: "Returns its text.", schema: object(map[string]any{"text": str("what to echo")}, "text"), readOnly: true, run: s.echo},
+		{name: "add", description: "Adds two numbers a and b.", readOnly: true,
+			schema: object(map[string]any{"a": number("the first number"), "b": number("the second number")}, "a", "b"),
+			output: object(map[string]any{"sum": map[string]any{"type": "number"}}, "sum"), run: s.add},
+		{name: "slow", readOnly: true, description: "Works for duration_ms, sending progress every interval_ms when asked for it; stops at once when cancelled.",
 			schema: object(map[string]any{"duration_ms": integer("how long to work (default 2000)"), "interval_ms": integer("how often to report progress (default 100)")}), run: s.slow},
 		{name: "big", description: "Returns a text result of the given size in bytes.",
-			schema: object(map[string]any{"bytes": integer(fmt.Sprintf("size of the text (at most %d)", maxBigBytes))}, "bytes"), run: s.big},
-		{name: "received", description: "Lists the requests and cancellations this server has received, the ids of the requests it has answered, and its process id. With wait_cancelled it first waits (at most timeout_ms, default 10000) until that many cancellations have arrived; with wait_answered, until it has answered the request with that id.",
+			schema: object(map[string]any{"bytes": integer(fmt.Sprintf("size of the text (at most %d)", maxBigBytes))}, "bytes"), readOnly: true, run: s.big},
+		{name: "received", readOnly: true, description: "Lists the requests and cancellations this server has received, the ids of the requests it has answered, and its process id. With wait_cancelled it first waits (at most timeout_ms, default 10000) until that many cancellations have arrived; with wait_answered, until it has answered the request with that id.",
 			schema: object(map[string]any{"wait_cancelled": integer("cancellations to wait for"), "wait_answered": map[string]any{"type": []string{"string", "integer"}, "description": "a request id whose answer to wait for"}, "timeout_ms": integer("the most to wait")}), run: s.received},
 
 		// The conformance suite's fixtures.
-		{name: "meta", description: "Returns the request's _meta as it arrived, and writes a line naming its traceparent to stderr.", schema: noArgs, run: s.meta},
-		{name: "test_simple_text", description: "Returns simple text.", schema: noArgs, run: constant(text("This is a simple text response for testing."))},
-		{name: "test_image_content", description: "Returns an image.", schema: noArgs, run: constant(content(imageContent()))},
-		{name: "test_audio_content", description: "Returns audio.", schema: noArgs, run: constant(content(audioContent()))},
-		{name: "test_embedded_resource", description: "Returns an embedded resource.", schema: noArgs, run: constant(content(map[string]any{
+		{name: "meta", description: "Returns the request's _meta as it arrived, and writes a line naming its traceparent to stderr.", schema: noArgs, readOnly: true, run: s.meta},
+		{name: "test_simple_text", description: "Returns simple text.", schema: noArgs, readOnly: true, run: constant(text("This is a simple text response for testing."))},
+		{name: "test_image_content", description: "Returns an image.", schema: noArgs, readOnly: true, run: constant(content(imageContent()))},
+		{name: "test_audio_content", description: "Returns audio.", schema: noArgs, readOnly: true, run: constant(content(audioContent()))},
+		{name: "test_embedded_resource", description: "Returns an embedded resource.", schema: noArgs, readOnly: true, run: constant(content(map[string]any{
 			"type": "resource", "resource": map[string]any{"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}}))},
-		{name: "test_multiple_content_types", description: "Returns text, an image and a resource.", schema: noArgs, run: constant(content(
+		{name: "test_multiple_content_types", description: "Returns text, an image and a resource.", schema: noArgs, readOnly: true, run: constant(content(
 			map[string]any{"type": "text", "text": "Multiple content types test:"},
 			imageContent(),
 			map[string]any{"type": "resource", "resource": map[string]any{"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": `{"test":"data","value":123}`}},
@@ -63,7 +73,7 @@ func (s *server) tools() []tool {
 		{name: "test_tool_with_logging", description: "Logs three messages while it runs.", schema: noArgs, run: s.withLogging},
 		{name: "test_logging_tool", description: "Logs three messages while it runs (only at a requested log level).", schema: noArgs, run: s.withLogging},
 		{name: "test_tool_with_progress", description: "Reports progress 0, 50 and 100 of 100.", schema: noArgs, run: s.withProgress},
-		{name: "test_error_handling", description: "Always fails.", schema: noArgs, run: constant(map[string]any{
+		{name: "test_error_handling", description: "Always fails.", schema: noArgs, readOnly: true, run: constant(map[string]any{
 			"isError": true, "content": []map[string]any{{"type": "text", "text": "This tool intentionally returns an error for testing"}}})},
 		{name: "test_sampling", description: "Asks the client to sample an LLM.", schema: object(map[string]any{"prompt": str("the prompt to send")}, "prompt"), run: s.sampling},
 		{name: "test_elicitation", description: "Asks the user for input.", schema: object(map[string]any{"message": str("the message to show")}, "message"), run: s.elicitation},
@@ -101,7 +111,14 @@ func (s *server) toolsList(_ context.Context, r *request) (any, *rpcError) {
 		if t.eras != "" && (t.eras == "modern") != r.modern {
 			continue
 		}
-		list = append(list, map[string]any{"name": t.name, "description": t.description, "inputSchema": t.schema})
+		entry := map[string]any{"name": t.name, "description": t.description, "inputSchema": t.schema}
+		if t.output != nil {
+			entry["outputSchema"] = t.output
+		}
+		if t.readOnly {
+			entry["annotations"] = map[string]any{"readOnlyHint": true}
+		}
+		list = append(list, entry)
 	}
 	return map[string]any{"tools": list}, nil
 }
@@ -140,6 +157,27 @@ func (s *server) echo(_ context.Context, _ *request, args json.RawMessage) (any,
 	}
 	_ = json.Unmarshal(args, &a)
 	return text(a.Text), nil
+}
+
+// add is the tool with a structured result: what an outputSchema
+// describes, next to the same as text for clients that read only content.
+func (s *server) add(_ context.Context, _ *request, args json.RawMessage) (any, *rpcError) {
+	var a struct {
+		A *float64 `json:"a"`
+		B *float64 `json:"b"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil || a.A == nil || a.B == nil {
+		return nil, invalidParams("a and b must be numbers", nil)
+	}
+	sum := *a.A + *a.B
+	if math.IsInf(sum, 0) {
+		return map[string]any{"isError": true, "content": []map[string]any{{"type": "text", "text": "the sum is too large for a number"}}}, nil
+	}
+	structured := map[string]any{"sum": sum}
+	body, _ := json.Marshal(structured)
+	res := text(string(body))
+	res["structuredContent"] = structured
+	return res, nil
 }
 
 // meta shows what reached the server beside the arguments: trace context
