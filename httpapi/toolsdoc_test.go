@@ -249,7 +249,7 @@ func TestToolsDocumentDemo(t *testing.T) {
 			c.refuses("POST", "/v1/tools/add?timeout=soon", `{"a":2,"b":3}`)
 			c.accepts("GET", "/v1/tools/add?arguments="+url.QueryEscape(`{"a":2,"b":3}`), "")
 			c.refuses("GET", "/v1/tools/add?arguments="+url.QueryEscape(`{"a":2}`), "")
-			c.refuses("GET", "/v1/tools/add", "")
+			c.accepts("GET", "/v1/tools/test_simple_text", "") // no arguments: {}
 			c.accepts("POST", "/v1/tools/echo", `{"text":"hi"}`)
 			c.refuses("POST", "/v1/tools/echo", `{"text":5}`)
 
