@@ -18,9 +18,18 @@ import (
 // documents: 2xx, unless a "# expect: NNN" comment above it says
 // otherwise. A block after "<!-- not run: why -->" is skipped; one after
 // "<!-- gateway env: NAME=value ... -->" runs against a gateway started
-// with those settings.
+// with those settings. It needs bash and curl 7.82 or later (--json).
 func TestReadmeExamples(t *testing.T) {
 	t.Parallel()
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			// As the interop tests: CI (GATEWAY_REQUIRE_INTEROP) has it.
+			if os.Getenv("GATEWAY_REQUIRE_INTEROP") != "" {
+				t.Fatalf("the README's examples need %s: %v", tool, err)
+			}
+			t.Skipf("the README's examples need %s: %v", tool, err)
+		}
+	}
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
