@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +19,9 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/go-chi/chi/v5"
 
+	gateway "github.com/stdiomcp/gateway"
 	"github.com/stdiomcp/gateway/auth"
+	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/metrics"
@@ -37,11 +41,11 @@ func loadSpec(t *testing.T) *openapi3.T {
 
 // Every route the router serves is in openapi.yaml, and every operation in
 // openapi.yaml is served (GET and DELETE /mcp by a 405; /metrics when it is
-// not on an admin address).
+// not on an admin address; /openapi.yaml when it is handed the document).
 func TestOpenAPIListsEveryRoute(t *testing.T) {
 	doc := loadSpec(t)
 	var served []string
-	err := chi.Walk(New(newFake(), Options{Metrics: metrics.New(1).Handler(), Auth: oauthOnly(t)}).(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err := chi.Walk(New(newFake(), Options{Metrics: metrics.New(1).Handler(), Auth: oauthOnly(t), OpenAPI: gateway.OpenAPI()}).(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		served = append(served, method+" "+route)
 		return nil
 	})
@@ -95,6 +99,15 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		header                                []string
 	}
 	ok := func(c *fakeCall) { c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), nil) }
+	answer := func(result string) func(*fakeCall) {
+		return func(c *fakeCall) { c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":`+result+`}`), nil) }
+	}
+	progress := func(c *fakeCall) {
+		c.note(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1,"total":2,"message":"half"}}`)
+		<-c.taken
+		answer(`{"content":[{"type":"text","text":"done"}]}`)(c)
+	}
+	sse := []string{"Accept", "text/event-stream"}
 	exchanges := []exchange{
 		{name: "json answer", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, ready: true, answer: ok, status: 200},
 		{name: "sse answer", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`, ready: true, answer: ok, status: 200},
@@ -120,6 +133,31 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		{name: "over the rate", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm"}}`, ready: true, guarded: true, header: []string{"Authorization", "Bearer tok-0123456789abcdef"}, status: 429},
 		{name: "resource metadata", method: "GET", path: "/.well-known/oauth-protected-resource", guarded: true, status: 200},
 		{name: "resource metadata, path form", method: "GET", path: "/.well-known/oauth-protected-resource/mcp", guarded: true, status: 200},
+		{name: "openapi.yaml", method: "GET", path: "/openapi.yaml", status: 200},
+		{name: "rest tools", method: "GET", path: "/v1/tools", ready: true, status: 200},
+		{name: "rest call", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":"hi"}`, ready: true, answer: answer(`{"content":[{"type":"text","text":"hi"}]}`), status: 200},
+		{name: "rest call, stream", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":"hi"}`, ready: true, answer: progress, header: sse, status: 200},
+		{name: "rest call, get form", method: "GET", path: "/v1/tools/echo?arguments=%7B%22text%22%3A%22hi%22%7D", ready: true, answer: answer(`{"content":[{"type":"text","text":"hi"}]}`), status: 200},
+		{name: "rest call, not read-only", method: "GET", path: "/v1/tools/rm", ready: true, status: 405},
+		{name: "rest call, unknown tool", method: "POST", path: "/v1/tools/nope", ready: true, status: 404},
+		{name: "rest call, invalid arguments", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":1}`, ready: true, status: 400},
+		{name: "rest call, not json", method: "POST", path: "/v1/tools/echo", contentType: "text/plain", body: `{}`, ready: true, status: 415},
+		{name: "rest call, too big", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":"` + strings.Repeat("y", 4096) + `"}`, ready: true, status: 413},
+		{name: "rest call, tool error", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":"hi"}`, ready: true, answer: answer(`{"isError":true,"content":[{"type":"text","text":"no"}]}`), status: 422},
+		{name: "rest call, input required", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":"hi"}`, ready: true, answer: answer(`{"resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create","params":{}}}}`), status: 422},
+		{name: "rest call, child error", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":"hi"}`, ready: true, answer: func(c *fakeCall) {
+			c.finish([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"broken"}}`), nil)
+		}, status: 502},
+		{name: "rest call, timeout", method: "POST", path: "/v1/tools/echo?timeout=1ms", contentType: "application/json", body: `{"text":"hi"}`, ready: true, answer: func(c *fakeCall) { c.waitEnded(t) }, status: 504},
+		{name: "rest call, unavailable", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":"hi"}`, callErr: jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable", "down"), status: 503},
+		{name: "rest call without credentials", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":"hi"}`, ready: true, guarded: true, status: 401},
+		{name: "rest call outside the policy", method: "POST", path: "/v1/tools/rm", ready: true, guarded: true, header: []string{"Authorization", "Bearer tok-0123456789abcdef"}, status: 403},
+		{name: "rest resources", method: "GET", path: "/v1/resources", ready: true, answer: answer(`{"resources":[{"uri":"test://a","name":"a"}]}`), status: 200},
+		{name: "rest resource", method: "GET", path: "/v1/resources/read?uri=test://a", ready: true, answer: answer(`{"contents":[{"uri":"test://a","text":"A"}]}`), status: 200},
+		{name: "rest resource, unknown", method: "GET", path: "/v1/resources/read?uri=test://b", ready: true, answer: func(c *fakeCall) {
+			c.finish([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"no such resource"}}`), nil)
+		}, status: 404},
+		{name: "rest prompt", method: "GET", path: "/v1/prompts/p?a=1", ready: true, answer: answer(`{"messages":[{"role":"user","content":{"type":"text","text":"1"}}]}`), status: 200},
 	}
 	policy := filepath.Join(t.TempDir(), "policy.json")
 	if err := os.WriteFile(policy, []byte(`{"tokens":{"ci":{"tools":["echo"]}}}`), 0o600); err != nil {
@@ -129,8 +167,11 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		t.Run(ex.name, func(t *testing.T) {
 			f := newFake()
 			f.ready, f.callErr = ex.ready, ex.callErr
+			f.tools = fakeTools(
+				`{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]},"annotations":{"readOnlyHint":true}}`,
+				`{"name":"rm","inputSchema":{"type":"object"}}`)
 			m := metrics.New(1)
-			opts := Options{MaxBodyBytes: 1024, Meter: m, Metrics: m.Handler()}
+			opts := Options{MaxBodyBytes: 1024, Meter: m, Metrics: m.Handler(), OpenAPI: gateway.OpenAPI()}
 			if ex.guarded {
 				a, err := auth.New(auth.Options{Tokens: []string{"ci:tok-0123456789abcdef"}, PolicyFile: policy,
 					OAuth: &auth.OAuth{Issuer: "https://issuer.example", Resource: "https://mcp.example.com/mcp"}})
@@ -180,4 +221,17 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeTools is a tool list as the bridge hands it out.
+func fakeTools(tools ...string) *bridge.ToolList {
+	l := &bridge.ToolList{}
+	for _, t := range tools {
+		var named struct{ Name string }
+		_ = json.Unmarshal([]byte(t), &named)
+		l.Tools = append(l.Tools, json.RawMessage(t))
+		l.Names = append(l.Names, named.Name)
+	}
+	l.Digest = sha256.Sum256([]byte(strings.Join(tools, "\n")))
+	return l
 }
