@@ -343,7 +343,7 @@ func (h *handlers) collect(w http.ResponseWriter, r *http.Request, method, membe
 		if len(list) > 0 && list[0] == '[' {
 			spans, err := jsonrpc.Elements(list)
 			if err != nil {
-				return nil, newProblem(kindInternal, http.StatusBadGateway, "the server's list cannot be read: "+err.Error())
+				return nil, newProblem(kindInternal, http.StatusInternalServerError, "the server's list cannot be read: "+err.Error())
 			}
 			for _, sp := range spans {
 				items = append(items, list[sp.Start:sp.End])
@@ -478,6 +478,9 @@ func (h *handlers) restOnce(w http.ResponseWriter, r *http.Request, req *mcp.Req
 		return
 	}
 	result, p := h.restExchange(w, r, r.Context(), req)
+	if p == nil && result != nil {
+		p = inputRequired(result)
+	}
 	switch {
 	case p != nil && edit != nil:
 		writeProblem(w, edit(p))
@@ -514,7 +517,7 @@ func (h *handlers) restExchange(w http.ResponseWriter, r *http.Request, ctx cont
 func answerOf(resp []byte) ([]byte, *problem) {
 	msg, err := jsonrpc.Parse(resp)
 	if err != nil {
-		return nil, newProblem(kindInternal, http.StatusBadGateway, "the server's answer cannot be read: "+err.Error())
+		return nil, newProblem(kindInternal, http.StatusInternalServerError, "the server's answer cannot be read: "+err.Error())
 	}
 	if msg.Error != nil {
 		return nil, childProblem(msg.Error)

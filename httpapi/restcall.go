@@ -166,10 +166,7 @@ func toolAnswer(resp []byte) ([]byte, *problem) {
 	if p != nil {
 		return nil, p
 	}
-	if rt, _ := mcp.String(jsonrpc.Get(result, "resultType")); rt == "input_required" {
-		p := newProblem(kindInputRequired, http.StatusUnprocessableEntity,
-			"the tool asks the client for input (elicitation, sampling or roots), which a REST call cannot give; call it with an MCP client on /mcp")
-		p.InputRequests = jsonrpc.Get(result, "inputRequests")
+	if p := inputRequired(result); p != nil {
 		return nil, p
 	}
 	if string(jsonrpc.Get(result, "isError")) == "true" {
@@ -178,6 +175,18 @@ func toolAnswer(resp []byte) ([]byte, *problem) {
 		return nil, p
 	}
 	return result, nil
+}
+
+// inputRequired is the problem for a 2026-07-28 result that asks the
+// client for input; nil for any other result.
+func inputRequired(result []byte) *problem {
+	if rt, _ := mcp.String(jsonrpc.Get(result, "resultType")); rt != "input_required" {
+		return nil
+	}
+	p := newProblem(kindInputRequired, http.StatusUnprocessableEntity,
+		"the server asks the client for input (elicitation, sampling or roots), which a REST call cannot give; use an MCP client on /mcp")
+	p.InputRequests = jsonrpc.Get(result, "inputRequests")
+	return p
 }
 
 // restStream answers a tool call with SSE: a progress event per progress
