@@ -135,6 +135,8 @@ func TestDNSRebindingProtection(t *testing.T) {
 		{"allowed hosts, other", Options{AllowedHosts: []string{"mcp.example.com"}}, "other.example.com", "", false, nil},
 		{"allowed origins", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://app.example.com", true, nil},
 		{"allowed origins, other", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://evil.example", false, nil},
+		{"allowed origins, the gateway's own page", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "127.0.0.1:8080", "http://127.0.0.1:8080", true, nil},
+		{"allowed origins, same host another port", Options{AllowedOrigins: []string{"https://app.example.com"}}, "mcp.example.com", "https://mcp.example.com:8443", false, nil},
 		{"any origin", Options{Loopback: true, AllowedOrigins: []string{"*"}}, "localhost", "https://anything.example", true, nil},
 		{"another site's <img>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"cross-site", "no-cors"}},
 		{"another port's <script>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"same-site", "no-cors"}},

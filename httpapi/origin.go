@@ -70,22 +70,23 @@ func (h *handlers) hostAllowed(host string) bool {
 	return !h.opts.Loopback || slices.Contains(localNames, name)
 }
 
-// originAllowed: the configured list when there is one ("*" allows any,
-// entries are scheme://host[:port]); otherwise local origins on a loopback
-// listener, and same-origin requests on another.
+// originAllowed: a same-origin request (the gateway's own web page), and
+// then the configured list when there is one ("*" allows any, entries are
+// scheme://host[:port]); otherwise local origins on a loopback listener.
 func (h *handlers) originAllowed(origin, host string) bool {
+	u, err := url.Parse(origin)
+	sameOrigin := err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+	if sameOrigin {
+		return true
+	}
 	if len(h.opts.AllowedOrigins) > 0 {
 		norm := strings.ToLower(strings.TrimSuffix(origin, "/"))
 		return slices.ContainsFunc(h.opts.AllowedOrigins, func(a string) bool {
 			return a == "*" || strings.ToLower(strings.TrimSuffix(a, "/")) == norm
 		})
 	}
-	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
 		return false // "null" and other opaque origins
 	}
-	if h.opts.Loopback {
-		return slices.Contains(localNames, strings.ToLower(u.Hostname()))
-	}
-	return strings.EqualFold(u.Host, host)
+	return h.opts.Loopback && slices.Contains(localNames, strings.ToLower(u.Hostname()))
 }

@@ -124,6 +124,7 @@ func TestRESTToolCallRefused(t *testing.T) {
 		{"timeout without a unit", "POST", "/v1/tools/add?timeout=5", "", "", 400, kindBadRequest},
 		{"timeout over the longest", "POST", "/v1/tools/add?timeout=61m", "", "", 400, kindBadRequest},
 		{"timeout twice", "POST", "/v1/tools/add?timeout=1s&timeout=2s", "", "", 400, kindBadRequest},
+		{"timeout empty", "POST", "/v1/tools/add?timeout=", "", "", 400, kindBadRequest},
 		{"GET of a tool that is not read-only", "GET", "/v1/tools/add", "", "", 405, kindNotReadOnly},
 		{"GET of a tool with no annotations", "GET", "/v1/tools/a%2Fb", "", "", 405, kindNotReadOnly},
 		{"GET of a tool whose hint is a string", "GET", "/v1/tools/quoted", "", "", 405, kindNotReadOnly},

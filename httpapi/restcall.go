@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +39,7 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	timeout, ok := h.callTimeout(w, q.Get("timeout"))
+	timeout, ok := h.callTimeout(w, q.Get("timeout"), q.Has("timeout"))
 	if !ok {
 		return
 	}
@@ -131,22 +132,36 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// wantsStream reports whether Accept names text/event-stream itself: a
-// wildcard (curl sends */*) gets JSON.
+// wantsStream reports whether Accept prefers text/event-stream, named
+// itself, to JSON: a wildcard (curl sends */*) gets JSON, and so does a
+// client that weighs application/json higher.
 func wantsStream(accept string) bool {
+	stream, plain := 0.0, 0.0
 	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err == nil && mt == "text/event-stream" && params["q"] != "0" {
-			return true
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if q, err = strconv.ParseFloat(v, 64); err != nil {
+				continue
+			}
+		}
+		switch mt {
+		case "text/event-stream":
+			stream = max(stream, q)
+		case "application/json", "application/*", "*/*":
+			plain = max(plain, q)
 		}
 	}
-	return false
+	return stream > 0 && stream >= plain
 }
 
 // callTimeout reads a call's own timeout: at most the server's longest
-// call. "" is none.
-func (h *handlers) callTimeout(w http.ResponseWriter, s string) (time.Duration, bool) {
-	if s == "" {
+// call. None given is none; an empty one is refused like any bad one.
+func (h *handlers) callTimeout(w http.ResponseWriter, s string, given bool) (time.Duration, bool) {
+	if !given {
 		return 0, true
 	}
 	d, err := time.ParseDuration(s)

@@ -79,7 +79,7 @@ func uniqueObject(b []byte) error {
 	d.UseNumber()
 	tok, err := d.Token()
 	if err != nil {
-		return fmt.Errorf("not JSON: %w", err)
+		return notJSON(err)
 	}
 	if tok != json.Delim('{') {
 		return errors.New("it is not an object")
@@ -105,7 +105,7 @@ func uniqueMembers(d *json.Decoder, depth int) error {
 	for d.More() {
 		tok, err := d.Token()
 		if err != nil {
-			return fmt.Errorf("not JSON: %w", err)
+			return notJSON(err)
 		}
 		key, _ := tok.(string)
 		// By letter case too: a server decoding into structs with Go's
@@ -121,7 +121,7 @@ func uniqueMembers(d *json.Decoder, depth int) error {
 		}
 	}
 	if _, err := d.Token(); err != nil { // '}'
-		return fmt.Errorf("not JSON: %w", err)
+		return notJSON(err)
 	}
 	return nil
 }
@@ -129,7 +129,7 @@ func uniqueMembers(d *json.Decoder, depth int) error {
 func skipValue(d *json.Decoder, depth int) error {
 	tok, err := d.Token()
 	if err != nil {
-		return fmt.Errorf("not JSON: %w", err)
+		return notJSON(err)
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -144,7 +144,7 @@ func skipValue(d *json.Decoder, depth int) error {
 			}
 		}
 		if _, err := d.Token(); err != nil { // ']'
-			return fmt.Errorf("not JSON: %w", err)
+			return notJSON(err)
 		}
 	}
 	return nil
@@ -157,4 +157,12 @@ func queryKeys(r *http.Request) []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// notJSON says what is wrong with JSON the decoder stopped at.
+func notJSON(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("not JSON: it ends early")
+	}
+	return fmt.Errorf("not JSON: %w", err)
 }

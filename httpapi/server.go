@@ -166,12 +166,20 @@ func New(b Backend, opts Options) http.Handler {
 	ui := webui.Handler()
 	r.Method(http.MethodGet, "/", ui)
 	r.Method(http.MethodGet, "/ui/{file}", ui)
+	// HEAD where a GET has no effects, for uptime checks (curl -I); not on
+	// /v1, where a GET may call a tool.
+	r.Method(http.MethodHead, "/", ui)
+	r.Method(http.MethodHead, "/ui/{file}", ui)
+	r.Head("/healthz", h.healthz)
+	r.Head("/readyz", h.readyz)
 	if opts.OpenAPI != nil {
-		r.Get("/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		contract := func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/yaml")
 			w.Header().Set("Content-Length", strconv.Itoa(len(opts.OpenAPI)))
 			w.Write(opts.OpenAPI)
-		})
+		}
+		r.Get("/openapi.yaml", contract)
+		r.Head("/openapi.yaml", contract)
 	}
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
