@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/cors"
@@ -19,25 +20,27 @@ var corsHeaders = []string{"Authorization", "Content-Type", "Accept", "Last-Even
 var corsExposed = []string{mcp.HeaderSession, mcp.HeaderProtocolVersion, "Retry-After", "WWW-Authenticate", "X-Request-Id", "Allow"}
 
 // withCORS answers CORS preflights on /mcp and /v1 and marks their answers
-// readable, for the origins configured (AllowedOrigins, "*" for any); any
+// readable, when origins are configured (AllowedOrigins, "*" for any), for
+// those the guard allows; any
 // other origin, or path, gets no Access-Control-* header. The Host and
 // Origin checks still run on the request itself (see guardOrigin).
-func withCORS(origins []string) func(http.Handler) http.Handler {
+func withCORS(origins []string, allowed func(origin, host string) bool) func(http.Handler) http.Handler {
 	if len(origins) == 0 {
 		return func(next http.Handler) http.Handler { return next }
 	}
-	// As guardOrigin reads them: an origin the guard lets through must be
-	// one the browser may read answers for.
-	norm := make([]string, len(origins))
-	for i, o := range origins {
-		norm[i] = strings.ToLower(strings.TrimSuffix(o, "/"))
-	}
 	opts := cors.Options{
-		AllowedOrigins: norm,
 		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
 		AllowedHeaders: corsHeaders,
 		ExposedHeaders: corsExposed,
 		MaxAge:         600,
+	}
+	if slices.Contains(origins, "*") {
+		opts.AllowedOrigins = []string{"*"}
+	} else {
+		// The guard's own test (see originAllowed), not the library's
+		// matching, which reads "*" inside an entry as a pattern: the
+		// origins a browser may read answers for are exactly those let in.
+		opts.AllowOriginFunc = func(r *http.Request, origin string) bool { return allowed(origin, r.Host) }
 	}
 	strict := cors.Handler(opts)
 	// The library matches header names exactly or takes any; a preflight

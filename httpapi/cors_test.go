@@ -89,6 +89,10 @@ func TestCORS(t *testing.T) {
 		// trailing slash; so must CORS, or the app cannot read answers
 		// the guard let through.
 		{name: "configured with a trailing slash", origins: []string{"http://App.example/"}, method: "GET", path: "/v1/tools", origin: appOrigin, acao: appOrigin, expose: exposed, wantStatus: 200},
+		// An entry that looks like a pattern is a literal origin, as the
+		// guard reads it, never a wildcard for CORS.
+		{name: "a pattern-like entry: preflight from a match", origins: []string{"http://*.example"}, method: "OPTIONS", path: "/v1/tools", origin: "http://evil.example", preflightMethod: "GET"},
+		{name: "a pattern-like entry: call from a match", origins: []string{"http://*.example"}, method: "GET", path: "/v1/tools", origin: "http://evil.example", wantStatus: 403, problemOnActualCall: true},
 		{name: "any origin: preflight", origins: []string{"*"}, method: "OPTIONS", path: "/v1/tools/echo", origin: "http://anything.example", preflightMethod: "POST", preflightHeaders: ours,
 			acao: "*", allowHeaders: strings.Split(ours, ", ")},
 		{name: "any origin: actual call", origins: []string{"*"}, method: "GET", path: "/v1/tools", origin: "http://anything.example", acao: "*", expose: exposed, wantStatus: 200},

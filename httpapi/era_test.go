@@ -120,7 +120,7 @@ func TestDNSRebindingProtection(t *testing.T) {
 		opts         Options
 		host, origin string
 		allowed      bool
-		fetch        []string // Sec-Fetch-Site, Sec-Fetch-Mode
+		fetch        []string // Sec-Fetch-Site, Sec-Fetch-Mode[, Sec-Fetch-Dest]
 	}{
 		{"loopback, local host", Options{Loopback: true}, "localhost:8080", "", true, nil},
 		{"loopback, ipv6 host", Options{Loopback: true}, "[::1]:8080", "", true, nil},
@@ -137,10 +137,14 @@ func TestDNSRebindingProtection(t *testing.T) {
 		{"allowed origins, other", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://evil.example", false, nil},
 		{"allowed origins, the gateway's own page", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "127.0.0.1:8080", "http://127.0.0.1:8080", true, nil},
 		{"allowed origins, same host another port", Options{AllowedOrigins: []string{"https://app.example.com"}}, "mcp.example.com", "https://mcp.example.com:8443", false, nil},
+		{"allowed origins, a rebound page on a public listener", Options{AllowedOrigins: []string{"https://app.example.com"}}, "attacker.example:8080", "http://attacker.example:8080", false, nil},
+		{"allowed origins and hosts, the gateway's own page", Options{AllowedHosts: []string{"mcp.example.com"}, AllowedOrigins: []string{"https://app.example.com"}}, "mcp.example.com", "https://mcp.example.com", true, nil},
+		{"allowed origins, any host, its own page", Options{AllowedHosts: []string{"*"}, AllowedOrigins: []string{"https://app.example.com"}}, "mcp.example.com", "https://mcp.example.com", false, nil},
+		{"another site's hidden frame", Options{Loopback: true}, "localhost", "", false, []string{"cross-site", "navigate", "iframe"}},
 		{"any origin", Options{Loopback: true, AllowedOrigins: []string{"*"}}, "localhost", "https://anything.example", true, nil},
 		{"another site's <img>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"cross-site", "no-cors"}},
 		{"another port's <script>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"same-site", "no-cors"}},
-		{"a link the user follows", Options{Loopback: true}, "localhost", "", true, []string{"cross-site", "navigate"}},
+		{"a link the user follows", Options{Loopback: true}, "localhost", "", true, []string{"cross-site", "navigate", "document"}},
 		{"typed in the address bar", Options{Loopback: true}, "localhost", "", true, []string{"none", "navigate"}},
 		{"the gateway's own page", Options{Loopback: true}, "localhost", "", true, []string{"same-origin", "cors"}},
 		{"an allowed origin's fetch", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://app.example.com", true, []string{"cross-site", "cors"}},
@@ -158,6 +162,9 @@ func TestDNSRebindingProtection(t *testing.T) {
 			if tt.fetch != nil {
 				req.Header.Set("Sec-Fetch-Site", tt.fetch[0])
 				req.Header.Set("Sec-Fetch-Mode", tt.fetch[1])
+				if len(tt.fetch) > 2 {
+					req.Header.Set("Sec-Fetch-Dest", tt.fetch[2])
+				}
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)

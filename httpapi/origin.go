@@ -42,11 +42,17 @@ func (h *handlers) guardOrigin(next http.Handler) http.Handler {
 // crossSiteWithoutOrigin reports a browser request that another site's
 // page made with no Origin header: a GET by an <img> or <script> tag, say,
 // which would otherwise call a read-only tool unseen. Browsers mark such
-// requests with Sec-Fetch-Site; a navigation (a link the user follows) and
-// requests from tools other than browsers carry none of this.
+// requests with Sec-Fetch-Site; a top-level navigation (a link the user
+// follows) and requests from tools other than browsers are let through.
 func crossSiteWithoutOrigin(r *http.Request) bool {
-	if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Mode") == "navigate" {
+	if r.Header.Get("Origin") != "" {
 		return false
+	}
+	if r.Header.Get("Sec-Fetch-Mode") == "navigate" {
+		// A page the user opens, not one framed unseen in another.
+		if dest := r.Header.Get("Sec-Fetch-Dest"); dest == "" || dest == "document" {
+			return false
+		}
 	}
 	site := r.Header.Get("Sec-Fetch-Site")
 	return site == "cross-site" || site == "same-site"
@@ -70,23 +76,36 @@ func (h *handlers) hostAllowed(host string) bool {
 	return !h.opts.Loopback || slices.Contains(localNames, name)
 }
 
-// originAllowed: a same-origin request (the gateway's own web page), and
-// then the configured list when there is one ("*" allows any, entries are
-// scheme://host[:port]); otherwise local origins on a loopback listener.
+// originAllowed: the configured list when there is one ("*" allows any,
+// entries are scheme://host[:port]), and besides it the gateway's own page
+// where the Host is one the gateway trusts; with no list, local origins on
+// a loopback listener and same-origin requests on another.
 func (h *handlers) originAllowed(origin, host string) bool {
 	u, err := url.Parse(origin)
 	sameOrigin := err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
-	if sameOrigin {
-		return true
-	}
 	if len(h.opts.AllowedOrigins) > 0 {
 		norm := strings.ToLower(strings.TrimSuffix(origin, "/"))
-		return slices.ContainsFunc(h.opts.AllowedOrigins, func(a string) bool {
+		listed := slices.ContainsFunc(h.opts.AllowedOrigins, func(a string) bool {
 			return a == "*" || strings.ToLower(strings.TrimSuffix(a, "/")) == norm
 		})
+		// A rebound page sends an Origin that matches its Host: same
+		// origin proves nothing unless that Host is one the gateway knows.
+		return listed || (sameOrigin && h.hostsTrusted())
 	}
 	if err != nil || u.Host == "" {
 		return false // "null" and other opaque origins
 	}
-	return h.opts.Loopback && slices.Contains(localNames, strings.ToLower(u.Hostname()))
+	if h.opts.Loopback {
+		return slices.Contains(localNames, strings.ToLower(u.Hostname()))
+	}
+	return sameOrigin
+}
+
+// hostsTrusted reports whether a request's Host must be one the gateway
+// knows: a list without "*", or local names on a loopback listener.
+func (h *handlers) hostsTrusted() bool {
+	if len(h.opts.AllowedHosts) > 0 {
+		return !slices.Contains(h.opts.AllowedHosts, "*")
+	}
+	return h.opts.Loopback
 }

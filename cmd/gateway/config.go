@@ -125,8 +125,8 @@ func (c *Config) validate() error {
 	c.AllowedHosts = trimList(c.AllowedHosts)
 	c.AllowedOrigins = trimList(c.AllowedOrigins)
 	for _, o := range c.AllowedOrigins {
-		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil) {
-			errs = append(errs, fmt.Errorf("GATEWAY_ALLOWED_ORIGINS: %q is not an origin (scheme://host[:port], or *)", o))
+		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil || strings.Contains(o, "*")) {
+			errs = append(errs, fmt.Errorf("GATEWAY_ALLOWED_ORIGINS: %q is not an origin (scheme://host[:port], or * alone; no patterns)", o))
 		}
 	}
 	for name, d := range map[string]time.Duration{
