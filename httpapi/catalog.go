@@ -40,6 +40,9 @@ type toolEntry struct {
 
 	once   sync.Once
 	schema *jsonschema.Schema // nil: not checked by the gateway (none, or it would not compile)
+
+	namesOnce sync.Once
+	names     map[string]bool // every property name its input schema declares, at any depth
 }
 
 // catalogs keeps the catalog of the last list seen.
@@ -116,16 +119,27 @@ func compileSchema(raw []byte) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
+// errSchemaCheck is a schema check that failed in itself, not the
+// arguments.
+var errSchemaCheck = errors.New("the schema check failed")
+
 // maxArgumentErrors bounds the errors a problem lists.
 const maxArgumentErrors = 20
 
 // validateArguments checks args against s; the failures, each with its
 // path in the arguments, or nil when they pass.
-func validateArguments(s *jsonschema.Schema, args []byte) ([]argumentError, error) {
+func validateArguments(s *jsonschema.Schema, args []byte) (failures []argumentError, err error) {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {
 		return nil, fmt.Errorf("reading the arguments: %w", err)
 	}
+	defer func() {
+		// The library panics on some inputs (math/big refusing a number);
+		// the call is refused, the gateway goes on.
+		if p := recover(); p != nil {
+			failures, err = nil, fmt.Errorf("%w: %v", errSchemaCheck, p)
+		}
+	}()
 	err = s.Validate(v)
 	if err == nil {
 		return nil, nil
@@ -187,4 +201,39 @@ func pointer(tokens []string) string {
 		b.WriteString(escapePointer(t))
 	}
 	return b.String()
+}
+
+// declared reports the property names a tool's input schema declares
+// anywhere in it: two arguments that differ only by letter case are each
+// its own when the schema names both.
+func (cs *catalogs) declared(t *toolEntry) func(string) bool {
+	t.namesOnce.Do(func() {
+		t.names = map[string]bool{}
+		var schema any
+		if err := json.Unmarshal(jsonrpc.Get(t.raw, "inputSchema"), &schema); err == nil {
+			collectProperties(schema, t.names, 0)
+		}
+	})
+	return func(name string) bool { return t.names[name] }
+}
+
+func collectProperties(v any, into map[string]bool, depth int) {
+	if depth > maxDepth {
+		return
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if props, ok := v["properties"].(map[string]any); ok {
+			for name := range props {
+				into[name] = true
+			}
+		}
+		for _, sub := range v {
+			collectProperties(sub, into, depth+1)
+		}
+	case []any:
+		for _, sub := range v {
+			collectProperties(sub, into, depth+1)
+		}
+	}
 }

@@ -44,15 +44,16 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var args []byte
+	var twins [][2]string
 	if get {
 		args = []byte(q.Get("arguments"))
 		if len(args) == 0 {
 			args = []byte("{}")
 		}
-		if !checkObject(w, args, "the arguments query parameter") {
+		if twins, ok = checkObject(w, args, "the arguments query parameter"); !ok {
 			return
 		}
-	} else if args, ok = h.restBody(w, r); !ok {
+	} else if args, twins, ok = h.restBody(w, r); !ok {
 		return
 	}
 	more := append(append([]byte(`"name":`), jsonrpc.Quote(name)...), `,"arguments":`...)
@@ -83,8 +84,16 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the tool %s does not declare annotations.readOnlyHint, so it is called with POST only", quote(clip(name)))))
 		return
 	}
+	if !caseTwins(w, twins, h.catalogs.declared(t)) {
+		return
+	}
 	if s := h.catalogs.inputSchema(name, t); s != nil {
 		failures, err := validateArguments(s, args)
+		if errors.Is(err, errSchemaCheck) {
+			h.log.ErrorContext(r.Context(), "checking a tool's arguments failed", "tool", clip(name), "err", err)
+			writeProblem(w, newProblem(kindInternal, http.StatusInternalServerError, err.Error()))
+			return
+		}
 		if err != nil {
 			writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, err.Error()))
 			return

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -47,34 +48,42 @@ func contains(list []string, s string) bool {
 
 // restBody reads a JSON object body: the arguments of a call. An empty
 // body is {}.
-func (h *handlers) restBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+func (h *handlers) restBody(w http.ResponseWriter, r *http.Request) ([]byte, [][2]string, bool) {
 	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
-		return []byte("{}"), true
+		return []byte("{}"), nil, true
 	}
 	body, ok := h.readBody(w, r)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return []byte("{}"), true
+		return []byte("{}"), nil, true
 	}
-	return body, checkObject(w, body, "the body")
+	twins, ok := checkObject(w, body, "the body")
+	return body, twins, ok
 }
 
 // checkObject refuses what is not one JSON object, or has a member twice
-// at any depth (through escapes or letter case too): the schema check and
-// the child must read the same arguments.
-func checkObject(w http.ResponseWriter, b []byte, what string) bool {
-	if err := uniqueObject(b); err != nil {
+// at any depth (through escapes too), or a number the schema check cannot
+// afford: the schema check and the child must read the same arguments. It
+// returns the pairs of members that differ only by letter case, which the
+// caller refuses unless the tool's schema names both (see caseTwins).
+func checkObject(w http.ResponseWriter, b []byte, what string) ([][2]string, bool) {
+	sc := &objectScan{}
+	if err := sc.object(b); err != nil {
 		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, what+" must be a JSON object: "+err.Error()))
-		return false
+		return nil, false
 	}
-	return true
+	return sc.twins, true
 }
 
-// uniqueObject checks that b is exactly one JSON object in which no object
-// has a member twice (escapes decoded).
-func uniqueObject(b []byte) error {
+// objectScan walks a JSON object, token by token.
+type objectScan struct {
+	twins [][2]string // members of one object whose names differ only by letter case
+}
+
+// object checks that b is exactly one JSON object.
+func (sc *objectScan) object(b []byte) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	tok, err := d.Token()
@@ -84,7 +93,7 @@ func uniqueObject(b []byte) error {
 	if tok != json.Delim('{') {
 		return errors.New("it is not an object")
 	}
-	if err := uniqueMembers(d, 1); err != nil {
+	if err := sc.members(d, 1); err != nil {
 		return err
 	}
 	if _, err := d.Token(); err != io.EOF {
@@ -93,30 +102,35 @@ func uniqueObject(b []byte) error {
 	return nil
 }
 
-// maxDepth bounds the nesting uniqueMembers walks.
+// maxDepth bounds the nesting the scan walks.
 const maxDepth = 512
 
-// uniqueMembers reads the rest of an object (after its '{').
-func uniqueMembers(d *json.Decoder, depth int) error {
+// members reads the rest of an object (after its '{').
+func (sc *objectScan) members(d *json.Decoder, depth int) error {
 	if depth > maxDepth {
 		return errors.New("nested too deeply")
 	}
 	seen := map[string]bool{}
+	folds := map[string]string{}
 	for d.More() {
 		tok, err := d.Token()
 		if err != nil {
 			return notJSON(err)
 		}
 		key, _ := tok.(string)
-		// By letter case too: a server decoding into structs with Go's
-		// encoding/json takes "TEXT" for "text", which the schema check
-		// would not have looked at.
-		folded := strings.ToLower(strings.ToUpper(key))
-		if seen[folded] {
-			return fmt.Errorf("member %q appears twice (names are compared ignoring letter case)", clip(key))
+		if seen[key] {
+			return fmt.Errorf("member %q appears twice", clip(key))
 		}
-		seen[folded] = true
-		if err := skipValue(d, depth); err != nil {
+		seen[key] = true
+		// A server decoding into structs with Go's encoding/json takes
+		// "TEXT" for "text": the pair is reported (see caseTwins).
+		folded := strings.ToLower(strings.ToUpper(key))
+		if other, ok := folds[folded]; ok {
+			sc.twins = append(sc.twins, [2]string{other, key})
+		} else {
+			folds[folded] = key
+		}
+		if err := sc.value(d, depth); err != nil {
 			return err
 		}
 	}
@@ -126,28 +140,74 @@ func uniqueMembers(d *json.Decoder, depth int) error {
 	return nil
 }
 
-func skipValue(d *json.Decoder, depth int) error {
+func (sc *objectScan) value(d *json.Decoder, depth int) error {
 	tok, err := d.Token()
 	if err != nil {
 		return notJSON(err)
 	}
-	switch tok {
-	case json.Delim('{'):
-		return uniqueMembers(d, depth+1)
-	case json.Delim('['):
+	switch tok := tok.(type) {
+	case json.Delim:
+		if tok == '{' {
+			return sc.members(d, depth+1)
+		}
 		if depth+1 > maxDepth {
 			return errors.New("nested too deeply")
 		}
 		for d.More() {
-			if err := skipValue(d, depth+1); err != nil {
+			if err := sc.value(d, depth+1); err != nil {
 				return err
 			}
 		}
 		if _, err := d.Token(); err != nil { // ']'
 			return notJSON(err)
 		}
+	case json.Number:
+		return checkNumber(string(tok))
 	}
 	return nil
+}
+
+// Numbers the schema check takes as exact rationals (math/big): a huge
+// exponent costs it seconds, or fails it. No float64 or int64 comes near.
+const (
+	maxNumberDigits   = 1000
+	maxNumberExponent = 1000
+)
+
+func checkNumber(n string) error {
+	mantissa, exp, hasExp := strings.Cut(strings.ToLower(n), "e")
+	if len(mantissa) > maxNumberDigits {
+		return fmt.Errorf("a number has more than %d digits", maxNumberDigits)
+	}
+	if hasExp {
+		e, err := strconv.Atoi(exp)
+		if err != nil || e > maxNumberExponent || e < -maxNumberExponent {
+			return fmt.Errorf("a number's exponent is beyond ±%d", maxNumberExponent)
+		}
+	}
+	return nil
+}
+
+// caseTwins refuses members that differ only by letter case, unless the
+// tool's schema names both: then each is an argument of its own.
+func caseTwins(w http.ResponseWriter, twins [][2]string, declared func(string) bool) bool {
+	for _, t := range twins {
+		if declared == nil || !declared(t[0]) || !declared(t[1]) {
+			writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, fmt.Sprintf(
+				"members %s and %s differ only by letter case, which a server may read as one; the tool's input schema does not name both",
+				quote(clip(t[0])), quote(clip(t[1])))))
+			return false
+		}
+	}
+	return true
+}
+
+// notJSON says what is wrong with JSON the decoder stopped at.
+func notJSON(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("not JSON: it ends early")
+	}
+	return fmt.Errorf("not JSON: %w", err)
 }
 
 // queryKeys are the query's parameter names, each allowed once.
@@ -157,12 +217,4 @@ func queryKeys(r *http.Request) []string {
 		keys = append(keys, k)
 	}
 	return keys
-}
-
-// notJSON says what is wrong with JSON the decoder stopped at.
-func notJSON(err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return errors.New("not JSON: it ends early")
-	}
-	return fmt.Errorf("not JSON: %w", err)
 }

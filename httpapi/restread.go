@@ -179,7 +179,8 @@ func (h *handlers) restPrompt(w http.ResponseWriter, r *http.Request) {
 		if _, ok := onlyQuery(w, r); !ok {
 			return
 		}
-		if args, ok = h.restBody(w, r); !ok {
+		var twins [][2]string
+		if args, twins, ok = h.restBody(w, r); !ok || !caseTwins(w, twins, nil) {
 			return
 		}
 		members, err := jsonrpc.Members(args)
