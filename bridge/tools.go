@@ -34,6 +34,15 @@ func (l *ToolList) Find(name string) json.RawMessage {
 	return nil
 }
 
+// ListError is the child's error answer to a list the bridge reads for
+// itself: Raw is its JSON-RPC error object, as it wrote it.
+type ListError struct {
+	Method string
+	Raw    []byte
+}
+
+func (e *ListError) Error() string { return e.Method + ": " + head(e.Raw) }
+
 // toolCache holds the child's tools, and their x-mcp-header annotations,
 // fetched with tools/list on first need and dropped when the child says
 // the list changed.
@@ -125,7 +134,7 @@ func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.Pa
 			return nil, nil, fmt.Errorf("tools/list: %w", err)
 		}
 		if resp.Error != nil {
-			return nil, nil, fmt.Errorf("tools/list: %s", head(resp.Error))
+			return nil, nil, &ListError{Method: mcp.MethodToolsList, Raw: resp.Error}
 		}
 		tools := jsonrpc.Get(resp.Result, "tools")
 		if len(tools) == 0 || tools[0] != '[' {

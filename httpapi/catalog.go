@@ -29,9 +29,36 @@ type catalog struct {
 	list   *bridge.ToolList
 	tools  map[string]*toolEntry
 
-	docOnce sync.Once
-	doc     []byte
-	docErr  error
+	mu   sync.Mutex
+	docs map[string]*toolsDoc // by the digest of the names in it; "" for all
+}
+
+// toolsDoc is one generated document, built once however many ask.
+type toolsDoc struct {
+	once sync.Once
+	doc  []byte
+	err  error
+}
+
+// maxDocs bounds the documents kept per list: each set of tools that
+// callers' policies allow gets one.
+const maxDocs = 64
+
+// document returns the OpenAPI document of tools (those named by key, a
+// digest), building it on first need.
+func (c *catalog) document(key string, tools []json.RawMessage) ([]byte, error) {
+	c.mu.Lock()
+	d := c.docs[key]
+	if d == nil {
+		d = &toolsDoc{}
+		if c.docs == nil || len(c.docs) >= maxDocs {
+			c.docs = map[string]*toolsDoc{}
+		}
+		c.docs[key] = d
+	}
+	c.mu.Unlock()
+	d.once.Do(func() { d.doc, d.err = toolsDocument(tools, "Tools of the MCP server behind this gateway") })
+	return d.doc, d.err
 }
 
 type toolEntry struct {

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,4 +126,36 @@ func TestRESTLimits(t *testing.T) {
 			t.Errorf("first: %d", r.status)
 		}
 	})
+}
+
+// /v1/openapi.json shows each caller the tools it may call, and no more:
+// the document cached for one caller's set is never another's.
+func TestRESTDocumentPerCaller(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.tools = toolList(allTools...)
+	srv, _ := guarded(t, f, Options{})
+	paths := func(token string) []string {
+		t.Helper()
+		r := restDo(t, restReq("GET", srv+"/v1/openapi.json", "", "", bearer(token)...))
+		var doc struct{ Paths map[string]any }
+		if r.status != 200 || json.Unmarshal(r.body, &doc) != nil {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		var out []string
+		for p := range doc.Paths {
+			out = append(out, p)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for range 2 { // the second time from the cache
+		if got := paths(ciToken); !slices.Equal(got, []string{"/v1/tools/echo"}) {
+			t.Errorf("ci sees %q", got)
+		}
+		if got := paths(adminToken); len(got) != len(allTools) {
+			t.Errorf("admin sees %q, want all %d tools", got, len(allTools))
+		}
+	}
+	nothingReached(t, f)
 }

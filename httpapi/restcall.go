@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/auth"
+	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -68,9 +69,14 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 	if !h.authorize(w, r, req) {
 		return
 	}
-	list, err := h.b.Tools(r.Context())
-	if err != nil {
-		h.restFail(w, r, r.Context(), err)
+	ctx := r.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+		defer cancel()
+	}
+	list, ok := h.toolList(w, r, ctx)
+	if !ok {
 		return
 	}
 	t := h.catalogs.of(list).tools[name]
@@ -104,12 +110,6 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 			writeProblem(w, p)
 			return
 		}
-	}
-	ctx := r.Context()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errCallTimeout)
-		defer cancel()
 	}
 	c, err := h.b.Call(ctx, req, h.restCaller(r))
 	if err != nil {
@@ -320,6 +320,31 @@ func (h *handlers) restProblem(w http.ResponseWriter, r *http.Request, ctx conte
 	}
 	e := asRPCError(err)
 	return problemFor(statusFor(e.Code), e)
+}
+
+// toolList reads the child's tools for a REST request, or answers with
+// the problem of why it cannot: the child's error answer to tools/list is
+// a child error (502: the gateway's own request failed), a list that does
+// not come in time a timeout.
+func (h *handlers) toolList(w http.ResponseWriter, r *http.Request, ctx context.Context) (*bridge.ToolList, bool) {
+	list, err := h.b.Tools(ctx)
+	if err == nil {
+		return list, true
+	}
+	var le *bridge.ListError
+	switch {
+	case errors.As(err, &le):
+		p := childProblem(le.Raw)
+		p.Status, p.Detail = http.StatusBadGateway, "the server could not list its tools: "+p.Detail
+		writeProblem(w, p)
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		p := newProblem(kindTimeout, http.StatusGatewayTimeout, "the server did not list its tools in time")
+		p.Code = jsonrpc.CodeTimeout
+		writeProblem(w, p)
+	default:
+		h.restFail(w, r, ctx, err)
+	}
+	return nil, false
 }
 
 // restFail answers with the problem err amounts to, if anyone is there.

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"time"
@@ -19,9 +19,8 @@ func (h *handlers) restTools(w http.ResponseWriter, r *http.Request) {
 	if _, ok := onlyQuery(w, r); !ok {
 		return
 	}
-	list, err := h.b.Tools(r.Context())
-	if err != nil {
-		h.restFail(w, r, r.Context(), err)
+	list, ok := h.toolList(w, r, r.Context())
+	if !ok {
 		return
 	}
 	rules := callerOf(r.Context()).rules()
@@ -288,26 +287,27 @@ func (h *handlers) restDocument(w http.ResponseWriter, r *http.Request) {
 	if _, ok := onlyQuery(w, r); !ok {
 		return
 	}
-	list, err := h.b.Tools(r.Context())
-	if err != nil {
-		h.restFail(w, r, r.Context(), err)
+	list, ok := h.toolList(w, r, r.Context())
+	if !ok {
 		return
 	}
-	const title = "Tools of the MCP server behind this gateway"
-	var doc []byte
-	if rules := callerOf(r.Context()).rules(); rules.Unrestricted() {
-		c := h.catalogs.of(list)
-		c.docOnce.Do(func() { c.doc, c.docErr = toolsDocument(list.Tools, title) })
-		doc, err = c.doc, c.docErr
-	} else {
-		var mine []json.RawMessage
+	// One document per set of tools a caller may see, cached with the
+	// list it was built from.
+	rules := callerOf(r.Context()).rules()
+	tools, key := list.Tools, "" // "": every tool
+	if !rules.Unrestricted() {
+		tools = nil
+		names := sha256.New()
 		for i, t := range list.Tools {
 			if rules.Allows(auth.Tool, list.Names[i]) {
-				mine = append(mine, t)
+				tools = append(tools, t)
+				names.Write([]byte(list.Names[i]))
+				names.Write([]byte{0})
 			}
 		}
-		doc, err = toolsDocument(mine, title)
+		key = "some:" + string(names.Sum(nil))
 	}
+	doc, err := h.catalogs.of(list).document(key, tools)
 	if err != nil {
 		writeProblem(w, newProblem(kindInternal, http.StatusInternalServerError, "the tools' document could not be built: "+err.Error()))
 		return

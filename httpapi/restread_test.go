@@ -1,10 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
+	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -209,4 +213,37 @@ func TestRESTUnknownRoutes(t *testing.T) {
 		})
 	}
 	nothingReached(t, f)
+}
+
+// A child that cannot list its tools makes REST tool routes answer with
+// its error (502), not a gateway bug; a list that does not come in time
+// is a timeout.
+func TestRESTToolListFails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		kind   string
+	}{
+		{"the child's error", &bridge.ListError{Method: "tools/list", Raw: []byte(`{"code":-32603,"message":"db down"}`)}, 502, kindChildError},
+		{"no list in time", fmt.Errorf("tools/list: %w", context.DeadlineExceeded), 504, kindTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.callErr = tc.err
+			srv := newServer(t, f, Options{}).URL
+			for _, path := range []string{"/v1/tools", "/v1/tools/echo", "/v1/openapi.json"} {
+				method := "GET"
+				if path == "/v1/tools/echo" {
+					method = "POST"
+				}
+				r := restDo(t, restReq(method, srv+path, "", ""))
+				p := wantProblem(t, r, tc.status, tc.kind)
+				if tc.kind == kindChildError && !strings.Contains(string(p.Error), "db down") {
+					t.Errorf("%s: error %s", path, p.Error)
+				}
+			}
+		})
+	}
 }
