@@ -54,3 +54,21 @@ func TestRESTArgumentsAreReadAlike(t *testing.T) {
 		})
 	}
 }
+
+// A carriage return between a child's JSON tokens would end an SSE line:
+// each becomes a space, and the event's data still reads as the result.
+func TestSSEDataIsOneLine(t *testing.T) {
+	t.Parallel()
+	f, srv := restServer(t, Options{}, allTools...)
+	answer := restStart(restReq("POST", srv+"/v1/tools/add", "", "", "Accept", "text/event-stream"))
+	c := f.next(t)
+	c.finish(rpcResult("{\"content\":[],\r\"x\":\r1}"), nil)
+	got := sseEvents(t, await(t, answer))
+	last := lastEvent(t, got)
+	if last.name != "result" || last.data != `{"content":[], "x": 1}` {
+		t.Errorf("events %q", got)
+	}
+	if b := oneLine([]byte(`{"a":1}`)); string(b) != `{"a":1}` {
+		t.Errorf("oneLine changed %s", b)
+	}
+}

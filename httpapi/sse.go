@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"net/http"
 	"time"
 )
@@ -34,13 +35,25 @@ func (s *sseWriter) open() error {
 // It goes out in three writes rather than being copied into one buffer: a
 // tool result may be tens of megabytes.
 func (s *sseWriter) event(msg []byte) error {
-	return s.send([]byte("data: "), msg, []byte("\n\n"))
+	return s.send([]byte("data: "), oneLine(msg), []byte("\n\n"))
+}
+
+// oneLine is data that SSE reads as one line. Stdio framing leaves no
+// newline in a message, but a carriage return, which SSE also takes for a
+// line end, may stand between JSON tokens; inside a JSON string it is
+// always escaped, so each raw one is whitespace and a space stands in for
+// it. Messages without one (all but a rare child's) are not copied.
+func oneLine(msg []byte) []byte {
+	if bytes.IndexByte(msg, '\r') < 0 {
+		return msg
+	}
+	return bytes.ReplaceAll(msg, []byte{'\r'}, []byte{' '})
 }
 
 // named sends one event of the REST API: its name, then data (a single
 // line of JSON).
 func (s *sseWriter) named(event string, data []byte) error {
-	return s.send([]byte("event: "+event+"\ndata: "), data, []byte("\n\n"))
+	return s.send([]byte("event: "+event+"\ndata: "), oneLine(data), []byte("\n\n"))
 }
 
 // comment sends an SSE comment, which clients ignore; it keeps idle
