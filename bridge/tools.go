@@ -110,8 +110,12 @@ func (tc *toolCache) invalidate() {
 }
 
 // maxToolPages bounds the pages of tools/list read: a child whose cursor
-// never ends must not hold the fetch forever.
-const maxToolPages = 100
+// never ends must not hold the fetch forever; maxToolListBytes, the list
+// kept.
+const (
+	maxToolPages     = 100
+	maxToolListBytes = 32 << 20
+)
 
 // fetchTools lists every page of the child's tools, at most maxToolPages,
 // and reads their x-mcp-header annotations.
@@ -119,6 +123,7 @@ func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.Pa
 	list := &ToolList{}
 	headers := map[string][]mcp.ParamHeader{}
 	digest := sha256.New()
+	size := 0
 	var cursor []byte
 	for range maxToolPages {
 		var more []byte
@@ -146,6 +151,9 @@ func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.Pa
 		}
 		for _, sp := range spans {
 			t := tools[sp.Start:sp.End]
+			if size += len(t); size > maxToolListBytes {
+				return nil, nil, fmt.Errorf("tools/list: the tools add up to more than %d bytes", maxToolListBytes)
+			}
 			name, _ := mcp.String(jsonrpc.Get(t, "name"))
 			list.Tools = append(list.Tools, json.RawMessage(t))
 			list.Names = append(list.Names, name)

@@ -15,6 +15,10 @@ const AUDIO_TYPES = new Set(['audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mp
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const MAX_LOG = 200; // progress messages kept in the list
 
+// A tool's name as one path segment: "." and ".." escaped too, or the
+// browser would take them for dot segments and call another URL.
+const toolSegment = (name) => (name === '.' || name === '..' ? name.replaceAll('.', '%2E') : encodeURIComponent(name));
+
 const state = {
   tools: [], tool: null,
   simple: false, // the tool's arguments fit the generated form
@@ -349,7 +353,7 @@ async function run() {
   begin(tool);
   let outcome;
   try {
-    const res = await fetch(`/v1/tools/${encodeURIComponent(tool.name)}`, {
+    const res = await fetch(`/v1/tools/${toolSegment(tool.name)}`, {
       method: 'POST',
       headers: { Accept: 'text/event-stream', 'Content-Type': 'application/json', ...authHeaders() },
       body: JSON.stringify(args),

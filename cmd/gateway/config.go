@@ -60,7 +60,7 @@ type Config struct {
 	SessionTTL       time.Duration `split_words:"true" default:"24h" desc:"a 2025 client's session id is valid this long after initialize, on every replica; then the client gets 404 and initializes again"`
 	MaxSessions      int           `split_words:"true" default:"10000" desc:"2025 sessions one gateway holds something for at once (calls in flight, a log level); when full, the one used longest ago without a call in flight makes room; as many sessions ended by DELETE are remembered until they expire"`
 
-	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp answers to, comma-separated (* for any); empty: localhost names on a loopback address, any otherwise"`
+	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp and /v1 answer to, comma-separated (* for any); empty: localhost names on a loopback address, any otherwise"`
 	AllowedOrigins []string `split_words:"true" desc:"browser Origins allowed on /mcp and /v1, comma-separated scheme://host[:port] (* for any), and answered with CORS headers; empty: localhost origins on a loopback address, same-origin otherwise, and no CORS"`
 
 	AdminAddr string `split_words:"true" desc:"when set, /metrics and /debug/pprof/ are served on this address (host:port) and not on GATEWAY_ADDR"`
@@ -218,7 +218,9 @@ Usage:
                                    (-hash: the sha256: form of a token read on stdin)
   gateway -h                       this help
 
-Endpoints: POST /mcp (MCP Streamable HTTP), GET /healthz, GET /readyz
+Endpoints: POST /mcp (MCP Streamable HTTP), /v1/... (a REST API: tools,
+resources, prompts; /v1/openapi.json describes the tools), GET / (a web
+page), GET /openapi.yaml, GET /healthz, GET /readyz
 (?wait=30s&until=ready|not-ready|all-ready waits for that state), GET /metrics
 (Prometheus; with GATEWAY_ADMIN_ADDR on that address, with /debug/pprof/).
 
