@@ -69,7 +69,15 @@ type toolEntry struct {
 	schema *jsonschema.Schema // nil: not checked by the gateway (none, or it would not compile)
 
 	namesOnce sync.Once
-	names     map[string]bool // every property name its input schema declares, at any depth
+	names     *declaredNames
+}
+
+// declaredNames are the property names a tool's input schema declares, at
+// any depth.
+type declaredNames struct {
+	names    map[string]bool
+	byFold   map[string][]string // the names, by foldName
+	together map[[2]string]bool  // pairs (pairOf) of names that differ only by letter case, declared by one object
 }
 
 // catalogs keeps the catalog of the last list seen.
@@ -230,37 +238,45 @@ func pointer(tokens []string) string {
 	return b.String()
 }
 
-// declared reports the property names a tool's input schema declares
-// anywhere in it: two arguments that differ only by letter case are each
-// its own when the schema names both.
-func (cs *catalogs) declared(t *toolEntry) func(string) bool {
+// declared returns the property names a tool's input schema declares.
+func (cs *catalogs) declared(t *toolEntry) *declaredNames {
 	t.namesOnce.Do(func() {
-		t.names = map[string]bool{}
+		d := &declaredNames{names: map[string]bool{}, byFold: map[string][]string{}, together: map[[2]string]bool{}}
 		var schema any
 		if err := json.Unmarshal(jsonrpc.Get(t.raw, "inputSchema"), &schema); err == nil {
-			collectProperties(schema, t.names, 0)
+			d.collect(schema, 0)
 		}
+		t.names = d
 	})
-	return func(name string) bool { return t.names[name] }
+	return t.names
 }
 
-func collectProperties(v any, into map[string]bool, depth int) {
+func (d *declaredNames) collect(v any, depth int) {
 	if depth > maxDepth {
 		return
 	}
 	switch v := v.(type) {
 	case map[string]any:
 		if props, ok := v["properties"].(map[string]any); ok {
+			folds := map[string][]string{}
 			for name := range props {
-				into[name] = true
+				f := foldName(name)
+				for _, other := range folds[f] {
+					d.together[pairOf(name, other)] = true
+				}
+				folds[f] = append(folds[f], name)
+				if !d.names[name] {
+					d.names[name] = true
+					d.byFold[f] = append(d.byFold[f], name)
+				}
 			}
 		}
 		for _, sub := range v {
-			collectProperties(sub, into, depth+1)
+			d.collect(sub, depth+1)
 		}
 	case []any:
 		for _, sub := range v {
-			collectProperties(sub, into, depth+1)
+			d.collect(sub, depth+1)
 		}
 	}
 }

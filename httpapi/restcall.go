@@ -17,6 +17,10 @@ import (
 	"github.com/stdiomcp/gateway/mcp"
 )
 
+// bigArguments are arguments large enough that checking them against the
+// schema is let run only a few at a time (see handlers.bigChecks).
+const bigArguments = 1 << 20
+
 // errCallTimeout is why a REST call whose own timeout passed ends.
 var errCallTimeout = errors.New("the call's timeout passed")
 
@@ -45,16 +49,16 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var args []byte
-	var twins [][2]string
+	var scan *objectScan
 	if get {
 		args = []byte(q.Get("arguments"))
 		if len(args) == 0 {
 			args = []byte("{}")
 		}
-		if twins, ok = checkObject(w, args, "the arguments query parameter"); !ok {
+		if scan, ok = checkObject(w, args, "the arguments query parameter"); !ok {
 			return
 		}
-	} else if args, twins, ok = h.restBody(w, r); !ok {
+	} else if args, scan, ok = h.restBody(w, r); !ok {
 		return
 	}
 	more := append(append([]byte(`"name":`), jsonrpc.Quote(name)...), `,"arguments":`...)
@@ -90,10 +94,21 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the tool %s does not declare annotations.readOnlyHint, so it is called with POST only", quote(clip(name)))))
 		return
 	}
-	if !caseTwins(w, twins, h.catalogs.declared(t)) {
+	if !caseCheck(w, scan, h.catalogs.declared(t)) {
 		return
 	}
 	if s := h.catalogs.inputSchema(name, t); s != nil {
+		// Large arguments take the check tens of bytes per byte: few are
+		// checked at once, so that many cannot exhaust memory together.
+		if len(args) > bigArguments {
+			select {
+			case h.bigChecks <- struct{}{}:
+			case <-ctx.Done():
+				h.restFail(w, r, ctx, ctx.Err())
+				return
+			}
+			defer func() { <-h.bigChecks }()
+		}
 		failures, err := validateArguments(s, args)
 		if errors.Is(err, errSchemaCheck) {
 			h.log.ErrorContext(r.Context(), "checking a tool's arguments failed", "tool", clip(name), "err", err)

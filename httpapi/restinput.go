@@ -48,38 +48,40 @@ func contains(list []string, s string) bool {
 
 // restBody reads a JSON object body: the arguments of a call. An empty
 // body is {}.
-func (h *handlers) restBody(w http.ResponseWriter, r *http.Request) ([]byte, [][2]string, bool) {
+func (h *handlers) restBody(w http.ResponseWriter, r *http.Request) ([]byte, *objectScan, bool) {
+	empty := &objectScan{}
 	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
-		return []byte("{}"), nil, true
+		return []byte("{}"), empty, true
 	}
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return nil, nil, false
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return []byte("{}"), nil, true
+		return []byte("{}"), empty, true
 	}
-	twins, ok := checkObject(w, body, "the body")
-	return body, twins, ok
+	sc, ok := checkObject(w, body, "the body")
+	return body, sc, ok
 }
 
 // checkObject refuses what is not one JSON object, or has a member twice
 // at any depth (through escapes too), or a number the schema check cannot
 // afford: the schema check and the child must read the same arguments. It
-// returns the pairs of members that differ only by letter case, which the
-// caller refuses unless the tool's schema names both (see caseTwins).
-func checkObject(w http.ResponseWriter, b []byte, what string) ([][2]string, bool) {
-	sc := &objectScan{}
+// returns what it saw of the names, for caseCheck.
+func checkObject(w http.ResponseWriter, b []byte, what string) (*objectScan, bool) {
+	sc := &objectScan{keys: map[string]bool{}}
 	if err := sc.object(b); err != nil {
 		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, what+" must be a JSON object: "+err.Error()))
 		return nil, false
 	}
-	return sc.twins, true
+	return sc, true
 }
 
 // objectScan walks a JSON object, token by token.
 type objectScan struct {
-	twins [][2]string // members of one object whose names differ only by letter case
+	keys   map[string]bool // every member name, at any depth
+	twins  [][2]string     // members of one object whose names differ only by letter case
+	values int             // values seen, nested ones included
 }
 
 // object checks that b is exactly one JSON object.
@@ -102,8 +104,11 @@ func (sc *objectScan) object(b []byte) error {
 	return nil
 }
 
-// maxDepth bounds the nesting the scan walks.
-const maxDepth = 512
+// maxDepth bounds the nesting the scan walks; maxValues, the values.
+const (
+	maxDepth  = 512
+	maxValues = 1 << 20
+)
 
 // members reads the rest of an object (after its '{').
 func (sc *objectScan) members(d *json.Decoder, depth int) error {
@@ -122,9 +127,10 @@ func (sc *objectScan) members(d *json.Decoder, depth int) error {
 			return fmt.Errorf("member %q appears twice", clip(key))
 		}
 		seen[key] = true
+		sc.keys[key] = true
 		// A server decoding into structs with Go's encoding/json takes
-		// "TEXT" for "text": the pair is reported (see caseTwins).
-		folded := strings.ToLower(strings.ToUpper(key))
+		// "TEXT" for "text": the pair is noted (see caseCheck).
+		folded := foldName(key)
 		if other, ok := folds[folded]; ok {
 			sc.twins = append(sc.twins, [2]string{other, key})
 		} else {
@@ -144,6 +150,11 @@ func (sc *objectScan) value(d *json.Decoder, depth int) error {
 	tok, err := d.Token()
 	if err != nil {
 		return notJSON(err)
+	}
+	// The schema check holds each value decoded, at some tens of bytes
+	// apiece: a body of empty objects would cost it twenty times its size.
+	if sc.values++; sc.values > maxValues {
+		return fmt.Errorf("more than %d values: the gateway checks arguments that many at most", maxValues)
 	}
 	switch tok := tok.(type) {
 	case json.Delim:
@@ -188,18 +199,47 @@ func checkNumber(n string) error {
 	return nil
 }
 
-// caseTwins refuses members that differ only by letter case, unless the
-// tool's schema names both: then each is an argument of its own.
-func caseTwins(w http.ResponseWriter, twins [][2]string, declared func(string) bool) bool {
-	for _, t := range twins {
-		if declared == nil || !declared(t[0]) || !declared(t[1]) {
-			writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, fmt.Sprintf(
-				"members %s and %s differ only by letter case, which a server may read as one; the tool's input schema does not name both",
-				quote(clip(t[0])), quote(clip(t[1])))))
-			return false
+// caseCheck refuses arguments a server decoding into Go structs may read
+// otherwise than the schema check did (encoding/json matches member names
+// ignoring letter case, the last one winning): a member whose name is a
+// declared argument's in another case, unless it is declared itself, and
+// two such members in one object, unless one object of the schema
+// declares both. Names the schema does not declare are free (a map's
+// keys).
+func caseCheck(w http.ResponseWriter, sc *objectScan, decl *declaredNames) bool {
+	if decl == nil {
+		return true
+	}
+	refuse := func(msg string) bool {
+		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, msg))
+		return false
+	}
+	for k := range sc.keys {
+		if decl.names[k] {
+			continue
+		}
+		if ds := decl.byFold[foldName(k)]; len(ds) > 0 {
+			return refuse(fmt.Sprintf("member %s may be read as the argument %s, which the tool's input schema declares; use its name as declared",
+				quote(clip(k)), quote(clip(ds[0]))))
+		}
+	}
+	for _, t := range sc.twins {
+		if decl.names[t[0]] && decl.names[t[1]] && !decl.together[pairOf(t[0], t[1])] {
+			return refuse(fmt.Sprintf("members %s and %s differ only by letter case, which a server may read as one; no object of the tool's input schema declares both",
+				quote(clip(t[0])), quote(clip(t[1]))))
 		}
 	}
 	return true
+}
+
+// foldName is a name as encoding/json matches it.
+func foldName(s string) string { return strings.ToLower(strings.ToUpper(s)) }
+
+func pairOf(a, b string) [2]string {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]string{a, b}
 }
 
 // notJSON says what is wrong with JSON the decoder stopped at.

@@ -6,13 +6,15 @@ import (
 	"testing"
 )
 
-// Members that differ only by letter case reach the child only when the
-// tool's schema names both; numbers the schema check cannot afford are
-// refused before it runs.
+// A member name in another letter case than the schema declares it is
+// refused, unless the schema declares that spelling too (in one object,
+// for two in one object); names it does not declare are free. Numbers the
+// schema check cannot afford are refused before it runs.
 func TestRESTArgumentsAreReadAlike(t *testing.T) {
 	t.Parallel()
 	const twins = `{"name":"twins","inputSchema":{"type":"object","properties":{"id":{"type":"string"},"ID":{"type":"integer"},` +
-		`"inner":{"type":"object","properties":{"k":{},"K":{}}}}}}`
+		`"inner":{"type":"object","properties":{"k":{},"K":{}}},"files":{"type":"object"},` +
+		`"a":{"type":"integer","maximum":5},"deep":{"type":"object","properties":{"A":{}}}}}}`
 	const bounded = `{"name":"bounded","inputSchema":{"type":"object","properties":{"n":{"type":"number","maximum":10},` +
 		`"l":{"type":"array","uniqueItems":true}}}}`
 	f, srv := restServer(t, Options{}, twins, bounded, echoTool)
@@ -23,13 +25,17 @@ func TestRESTArgumentsAreReadAlike(t *testing.T) {
 		{"twins the schema names", "twins", `{"id":"x","ID":2}`, 200},
 		{"nested twins the schema names", "twins", `{"inner":{"k":1,"K":2}}`, 200},
 		{"twins it does not name", "echo", `{"text":"a","TEXT":"b"}`, 400},
-		{"twins under a member it names", "twins", `{"inner":{"k":1,"k2":2,"K2":3}}`, 400},
+		{"a lone variant of a declared name", "echo", `{"TEXT":"b"}`, 400},
+		{"a variant of a name declared elsewhere", "twins", `{"inner":{"ID":1}}`, 200},
+		{"twins declared by different objects", "twins", `{"a":1,"A":99}`, 400},
+		{"names nobody declares, in a map", "twins", `{"files":{"Makefile":"x","makefile":"y"}}`, 200},
 		{"a huge exponent", "bounded", `{"n":1e10000000}`, 400},
 		{"a huge negative exponent", "bounded", `{"n":1e-10000000}`, 400},
 		{"many huge numbers", "bounded", `{"l":[` + strings.Repeat(`1e999999,`, 30) + `1]}`, 400},
 		{"a number with too many digits", "bounded", `{"n":` + strings.Repeat("9", 1001) + `}`, 400},
 		{"a large but ordinary number", "bounded", `{"n":1e300}`, 400}, // over the maximum: the schema says so
 		{"ordinary unique items", "bounded", `{"l":[` + strings.Repeat(`1.5,`, 30) + `2]}`, 400},
+		{"more values than the check takes", "bounded", `{"l":[` + strings.Repeat(`0,`, 1<<20) + `0]}`, 400},
 		{"distinct items", "bounded", `{"l":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23]}`, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -178,8 +178,7 @@ func (h *handlers) restPrompt(w http.ResponseWriter, r *http.Request) {
 		if _, ok := onlyQuery(w, r); !ok {
 			return
 		}
-		var twins [][2]string
-		if args, twins, ok = h.restBody(w, r); !ok || !caseTwins(w, twins, nil) {
+		if args, _, ok = h.restBody(w, r); !ok {
 			return
 		}
 		members, err := jsonrpc.Members(args)

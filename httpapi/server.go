@@ -141,6 +141,7 @@ func New(b Backend, opts Options) http.Handler {
 	h := &handlers{b: b, opts: opts, log: opts.Logger, sessions: newSessions(opts.SessionKey, opts.SessionTTL, opts.MaxSessions)}
 	h.sessions.accepted = opts.AcceptedKey
 	h.catalogs.log = opts.Logger
+	h.bigChecks = make(chan struct{}, 2)
 	h.stateKeys = [][]byte{stateKey(opts.SessionKey)}
 	if opts.AcceptedKey != nil {
 		h.stateKeys = append(h.stateKeys, stateKey(opts.AcceptedKey))
@@ -205,8 +206,9 @@ type handlers struct {
 	opts      Options
 	log       *slog.Logger
 	sessions  *sessions
-	stateKeys [][]byte // sign requestStates bound to their caller; the first signs, any verifies
-	catalogs  catalogs // the REST API's view of the child's tools
+	stateKeys [][]byte      // sign requestStates bound to their caller; the first signs, any verifies
+	catalogs  catalogs      // the REST API's view of the child's tools
+	bigChecks chan struct{} // a slot per schema check of large arguments running
 }
 
 func (h *handlers) healthz(w http.ResponseWriter, r *http.Request) {
