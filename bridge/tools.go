@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -150,9 +151,12 @@ func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.Pa
 			return nil, nil, fmt.Errorf("tools/list: %w", err)
 		}
 		for _, sp := range spans {
-			t := tools[sp.Start:sp.End]
+			// A copy: the page it came in (which may carry much else) is
+			// not kept for it.
+			t := bytes.Clone(tools[sp.Start:sp.End])
 			if size += len(t); size > maxToolListBytes {
-				return nil, nil, fmt.Errorf("tools/list: the tools add up to more than %d bytes", maxToolListBytes)
+				return nil, nil, jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "tools_too_large",
+					fmt.Sprintf("the child's tools add up to more than %d bytes", maxToolListBytes))
 			}
 			name, _ := mcp.String(jsonrpc.Get(t, "name"))
 			list.Tools = append(list.Tools, json.RawMessage(t))

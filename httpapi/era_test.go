@@ -120,7 +120,7 @@ func TestDNSRebindingProtection(t *testing.T) {
 		opts         Options
 		host, origin string
 		allowed      bool
-		fetch        []string // Sec-Fetch-Site, Sec-Fetch-Mode[, Sec-Fetch-Dest]
+		fetch        []string // Sec-Fetch-Site, Sec-Fetch-Mode[, Sec-Fetch-Dest[, Sec-Purpose]]
 	}{
 		{"loopback, local host", Options{Loopback: true}, "localhost:8080", "", true, nil},
 		{"loopback, ipv6 host", Options{Loopback: true}, "[::1]:8080", "", true, nil},
@@ -141,6 +141,8 @@ func TestDNSRebindingProtection(t *testing.T) {
 		{"allowed origins and hosts, the gateway's own page", Options{AllowedHosts: []string{"mcp.example.com"}, AllowedOrigins: []string{"https://app.example.com"}}, "mcp.example.com", "https://mcp.example.com", true, nil},
 		{"allowed origins, any host, its own page", Options{AllowedHosts: []string{"*"}, AllowedOrigins: []string{"https://app.example.com"}}, "mcp.example.com", "https://mcp.example.com", false, nil},
 		{"another site's hidden frame", Options{Loopback: true}, "localhost", "", false, []string{"cross-site", "navigate", "iframe"}},
+		{"another site's prefetch", Options{Loopback: true}, "localhost", "", false, []string{"cross-site", "navigate", "document", "prefetch"}},
+		{"the gateway's own prefetch", Options{Loopback: true}, "localhost", "", true, []string{"same-origin", "navigate", "document", "prefetch"}},
 		{"any origin", Options{Loopback: true, AllowedOrigins: []string{"*"}}, "localhost", "https://anything.example", true, nil},
 		{"another site's <img>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"cross-site", "no-cors"}},
 		{"another port's <script>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"same-site", "no-cors"}},
@@ -164,6 +166,9 @@ func TestDNSRebindingProtection(t *testing.T) {
 				req.Header.Set("Sec-Fetch-Mode", tt.fetch[1])
 				if len(tt.fetch) > 2 {
 					req.Header.Set("Sec-Fetch-Dest", tt.fetch[2])
+				}
+				if len(tt.fetch) > 3 {
+					req.Header.Set("Sec-Purpose", tt.fetch[3])
 				}
 			}
 			rec := httptest.NewRecorder()

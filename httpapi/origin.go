@@ -48,6 +48,12 @@ func crossSiteWithoutOrigin(r *http.Request) bool {
 	if r.Header.Get("Origin") != "" {
 		return false
 	}
+	if strings.Contains(r.Header.Get("Sec-Purpose"), "prefetch") {
+		// Another site's speculation rules fetch a page the user has not
+		// opened.
+		site := r.Header.Get("Sec-Fetch-Site")
+		return site == "cross-site" || site == "same-site"
+	}
 	if r.Header.Get("Sec-Fetch-Mode") == "navigate" {
 		// A page the user opens, not one framed unseen in another.
 		if dest := r.Header.Get("Sec-Fetch-Dest"); dest == "" || dest == "document" {

@@ -352,6 +352,10 @@ func (h *handlers) toolList(w http.ResponseWriter, r *http.Request, ctx context.
 		p := childProblem(le.Raw)
 		p.Status, p.Detail = http.StatusBadGateway, "the server could not list its tools: "+p.Detail
 		writeProblem(w, p)
+	case errors.Is(context.Cause(ctx), errCallTimeout):
+		p := newProblem(kindTimeout, http.StatusGatewayTimeout, "the call's timeout passed while the server's tool list was read; no call was sent")
+		p.Code, p.Reason = jsonrpc.CodeTimeout, "timeout"
+		writeProblem(w, p)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		p := newProblem(kindTimeout, http.StatusGatewayTimeout, "the server did not list its tools in time")
 		p.Code = jsonrpc.CodeTimeout

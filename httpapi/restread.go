@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"time"
@@ -300,8 +301,10 @@ func (h *handlers) restDocument(w http.ResponseWriter, r *http.Request) {
 		for i, t := range list.Tools {
 			if rules.Allows(auth.Tool, list.Names[i]) {
 				tools = append(tools, t)
+				// Each name with its length first: no two sets of
+				// names write the same bytes.
+				names.Write(binary.AppendUvarint(nil, uint64(len(list.Names[i]))))
 				names.Write([]byte(list.Names[i]))
-				names.Write([]byte{0})
 			}
 		}
 		key = "some:" + string(names.Sum(nil))

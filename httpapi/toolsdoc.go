@@ -225,7 +225,9 @@ func refusalComponents() json.RawMessage {
 
 // toolPathSegment is the name as the path segment a client sends. Go's
 // path escaping leaves "." and ".." alone, which URL clients would take
-// for dot segments and remove; escaped they are just names.
+// for dot segments and remove; escaped, RFC 3986 clients (curl, Go) keep
+// them as names, though browsers, which follow the WHATWG URL standard,
+// still resolve %2E.
 func toolPathSegment(name string) string {
 	if name == "." || name == ".." {
 		return strings.Repeat("%2E", len(name))

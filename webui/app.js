@@ -15,9 +15,6 @@ const AUDIO_TYPES = new Set(['audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mp
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const MAX_LOG = 200; // progress messages kept in the list
 
-// A tool's name as one path segment: "." and ".." escaped too, or the
-// browser would take them for dot segments and call another URL.
-const toolSegment = (name) => (name === '.' || name === '..' ? name.replaceAll('.', '%2E') : encodeURIComponent(name));
 
 const state = {
   tools: [], tool: null,
@@ -339,6 +336,12 @@ const setStatus = (text) => { $('status').textContent = text; };
 
 async function run() {
   if (state.controller || !state.tool) return;
+  if (state.tool.name === '.' || state.tool.name === '..') {
+    // Browsers resolve "." and ".." in a URL's path, escaped or not, so the
+    // call would reach another route.
+    showArgsError(new Error(`A browser cannot call a tool named "${state.tool.name}" by its URL; use curl (the name escaped as %2E).`));
+    return;
+  }
   let args;
   try {
     args = state.mode === 'json' ? parseJSONArgs() : readForm();
@@ -353,7 +356,7 @@ async function run() {
   begin(tool);
   let outcome;
   try {
-    const res = await fetch(`/v1/tools/${toolSegment(tool.name)}`, {
+    const res = await fetch(`/v1/tools/${encodeURIComponent(tool.name)}`, {
       method: 'POST',
       headers: { Accept: 'text/event-stream', 'Content-Type': 'application/json', ...authHeaders() },
       body: JSON.stringify(args),

@@ -125,8 +125,8 @@ func (c *Config) validate() error {
 	c.AllowedHosts = trimList(c.AllowedHosts)
 	c.AllowedOrigins = trimList(c.AllowedOrigins)
 	for _, o := range c.AllowedOrigins {
-		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil || strings.Contains(o, "*")) {
-			errs = append(errs, fmt.Errorf("GATEWAY_ALLOWED_ORIGINS: %q is not an origin (scheme://host[:port], or * alone; no patterns)", o))
+		if o != "*" && !isOrigin(o) {
+			errs = append(errs, fmt.Errorf("GATEWAY_ALLOWED_ORIGINS: %q is not an origin as browsers send it (scheme://host[:port], no default port, or * alone; no patterns)", o))
 		}
 	}
 	for name, d := range map[string]time.Duration{
@@ -291,4 +291,17 @@ func trimList(list []string) []string {
 		}
 	}
 	return out
+}
+
+// isOrigin reports whether s is an origin as a browser sends it in the
+// Origin header: scheme://host[:port], nothing after but an optional
+// slash, and no default port (browsers leave it out, so an entry with one
+// would never match).
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || strings.ContainsAny(s, "*?#") || strings.Trim(u.Path, "/") != "" {
+		return false
+	}
+	port := u.Port()
+	return !(u.Scheme == "http" && port == "80") && !(u.Scheme == "https" && port == "443")
 }
