@@ -1,0 +1,70 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+)
+
+// The tool list gathers every page, each tool as the child wrote it, and
+// is bounded in bytes: past the bound, the list is too large rather than
+// kept.
+func TestToolListPagesCopiesAndBound(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	type got struct {
+		list *ToolList
+		err  error
+	}
+	fetch := func() <-chan got {
+		ch := make(chan got, 1)
+		go func() {
+			l, err := w.b.Tools(context.Background())
+			ch <- got{l, err}
+		}()
+		return ch
+	}
+
+	answer := fetch()
+	m := child.expect("tools/list")
+	pad := strings.Repeat("x", 1<<20)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"_meta":{"pad":"%s"},"tools":[{"name":"a"}],"nextCursor":"p2"}}`, m.ID, pad)
+	m = child.expect("tools/list")
+	if c := jsonrpc.Get(m.Params, "cursor"); string(c) != `"p2"` {
+		t.Errorf("second page asked with %s", m.Params)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"b", "x":1}]}}`, m.ID)
+	g := <-answer
+	if g.err != nil || len(g.list.Tools) != 2 || strings.Join(g.list.Names, ",") != "a,b" || string(g.list.Tools[1]) != `{"name":"b", "x":1}` {
+		t.Fatalf("list %+v, %v", g.list, g.err)
+	}
+
+	// The child says its list changed; the next one is too large. Until
+	// the bridge has read the change, the list comes from its cache.
+	child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	m = nil
+	for m == nil {
+		answer = fetch()
+		for waiting := true; waiting; {
+			select {
+			case <-answer:
+				waiting = false
+			case msg := <-child.got:
+				if msg.Method == "tools/list" {
+					m, waiting = msg, false
+				}
+			}
+		}
+	}
+	big := strings.Repeat("y", maxToolListBytes)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"c","d":"%s"}]}}`, m.ID, big)
+	g = <-answer
+	var e *jsonrpc.Error
+	if !errors.As(g.err, &e) || e.Code != jsonrpc.CodeTooLarge {
+		t.Errorf("a list over the bound: %v, want code %d", g.err, jsonrpc.CodeTooLarge)
+	}
+}
