@@ -228,6 +228,7 @@ func TestRESTToolListFails(t *testing.T) {
 	}{
 		{"the child's error", &bridge.ListError{Method: "tools/list", Raw: []byte(`{"code":-32603,"message":"db down"}`)}, 502, kindChildError},
 		{"no list in time", fmt.Errorf("tools/list: %w", context.DeadlineExceeded), 504, kindTimeout},
+		{"a list over the bound", jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "tools_too_large", "too many"), 502, kindAnswerTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
