@@ -238,46 +238,9 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 
 // stream answers with SSE: the call's notifications as they come, then the
 // response (through filter, when there is one), then the end of the
-// stream. Only this goroutine writes to w.
+// stream.
 func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call, id []byte, first [][]byte, filter func([]byte) ([]byte, error)) {
-	h.opts.Meter.StreamOpened()
-	defer h.opts.Meter.StreamClosed()
-	sse := newSSE(w, h.opts.ClientTimeout)
-	gone := func(err error) {
-		h.log.InfoContext(r.Context(), "client stopped taking the stream; its call is cancelled", "err", err)
-	}
-	if err := sse.open(); err != nil {
-		gone(err)
-		return
-	}
-	for _, n := range first {
-		if err := sse.event(n); err != nil {
-			gone(err)
-			return
-		}
-	}
-	keepAlive := time.NewTicker(h.opts.KeepAlive)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-c.Wake():
-		case <-keepAlive.C:
-			if err := sse.comment("keep-alive"); err != nil {
-				gone(err)
-				return
-			}
-			continue
-		}
-		notes, resp, done, err := c.Take()
-		for _, n := range notes {
-			if err := sse.event(n); err != nil {
-				gone(err)
-				return
-			}
-		}
-		if !done {
-			continue
-		}
+	h.relay(w, r, c, first, (*sseWriter).event, func(sse *sseWriter, resp []byte, err error) {
 		if err == nil && filter != nil {
 			resp, err = filter(resp)
 		}
@@ -296,7 +259,60 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call,
 			gatewayError(w, e.Code)
 			_ = sse.event(jsonrpc.NewErrorResponse(id, e))
 		}
+	})
+}
+
+// streamed is what relay needs of a call: bridge.Call is one.
+type streamed interface {
+	Wake() <-chan struct{}
+	Take() (notes [][]byte, resp []byte, done bool, err error)
+}
+
+// relay answers with an SSE stream of a call: first, then each message
+// the call gives, through send, with keep-alive comments on a quiet
+// stream; once the call is done, end writes the last event. Only this
+// goroutine writes to w. A client that stops taking the stream ends it,
+// and so the call (its context is the request's).
+func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, first [][]byte, send func(*sseWriter, []byte) error, end func(sse *sseWriter, resp []byte, err error)) {
+	h.opts.Meter.StreamOpened()
+	defer h.opts.Meter.StreamClosed()
+	sse := newSSE(w, h.opts.ClientTimeout)
+	gone := func(err error) {
+		h.log.InfoContext(r.Context(), "client stopped taking the stream; its call is cancelled", "err", err)
+	}
+	if err := sse.open(); err != nil {
+		gone(err)
 		return
+	}
+	for _, n := range first {
+		if err := send(sse, n); err != nil {
+			gone(err)
+			return
+		}
+	}
+	keepAlive := time.NewTicker(h.opts.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-c.Wake():
+		case <-keepAlive.C:
+			if err := sse.comment("keep-alive"); err != nil {
+				gone(err)
+				return
+			}
+			continue
+		}
+		notes, resp, done, err := c.Take()
+		for _, n := range notes {
+			if err := send(sse, n); err != nil {
+				gone(err)
+				return
+			}
+		}
+		if done {
+			end(sse, resp, err)
+			return
+		}
 	}
 }
 

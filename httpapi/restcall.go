@@ -229,48 +229,15 @@ func inputRequired(result []byte) *problem {
 }
 
 // restStream answers a tool call with SSE: a progress event per progress
-// notification, then result or error, then the end. Only this goroutine
-// writes to w.
-func (h *handlers) restStream(w http.ResponseWriter, r *http.Request, ctx context.Context, c interface {
-	Wake() <-chan struct{}
-	Take() ([][]byte, []byte, bool, error)
-}) {
-	h.opts.Meter.StreamOpened()
-	defer h.opts.Meter.StreamClosed()
-	sse := newSSE(w, h.opts.ClientTimeout)
-	gone := func(err error) {
-		h.log.InfoContext(r.Context(), "client stopped taking the stream; its call is cancelled", "err", err)
+// notification, then result or error, then the end.
+func (h *handlers) restStream(w http.ResponseWriter, r *http.Request, ctx context.Context, c streamed) {
+	progress := func(sse *sseWriter, note []byte) error {
+		if data, ok := progressData(note); ok {
+			return sse.named("progress", data)
+		}
+		return nil
 	}
-	if err := sse.open(); err != nil {
-		gone(err)
-		return
-	}
-	keepAlive := time.NewTicker(h.opts.KeepAlive)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-c.Wake():
-		case <-keepAlive.C:
-			if err := sse.comment("keep-alive"); err != nil {
-				gone(err)
-				return
-			}
-			continue
-		}
-		notes, resp, done, err := c.Take()
-		for _, n := range notes {
-			data, ok := progressData(n)
-			if !ok {
-				continue
-			}
-			if err := sse.named("progress", data); err != nil {
-				gone(err)
-				return
-			}
-		}
-		if !done {
-			continue
-		}
+	h.relay(w, r, c, nil, progress, func(sse *sseWriter, resp []byte, err error) {
 		if err != nil {
 			if p := h.restProblem(w, r, ctx, err); p != nil {
 				gatewayError(w, p.Code)
@@ -287,8 +254,7 @@ func (h *handlers) restStream(w http.ResponseWriter, r *http.Request, ctx contex
 			return
 		}
 		_ = sse.named("result", result)
-		return
-	}
+	})
 }
 
 // progressData is the data of a progress event: the notification's
