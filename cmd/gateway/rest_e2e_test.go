@@ -32,16 +32,8 @@ func restDo(t *testing.T, method, url, body string, header ...string) (int, stri
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header.Get("Content-Type"), b
+	r := do(t, http.DefaultClient, req)
+	return r.status, r.header.Get("Content-Type"), r.body
 }
 
 // sseEvent is one event of a REST stream.
