@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -21,7 +22,7 @@ func onlyQuery(w http.ResponseWriter, r *http.Request, allowed ...string) (url.V
 		return nil, false
 	}
 	for k, vs := range q {
-		if !contains(allowed, k) {
+		if !slices.Contains(allowed, k) {
 			hint := ""
 			if len(allowed) > 0 {
 				hint = " (this route takes " + strings.Join(allowed, ", ") + ")"
@@ -35,15 +36,6 @@ func onlyQuery(w http.ResponseWriter, r *http.Request, allowed ...string) (url.V
 		}
 	}
 	return q, true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // restBody reads a JSON object body: the arguments of a call. An empty
