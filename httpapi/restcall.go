@@ -100,16 +100,19 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 	if s := h.catalogs.inputSchema(name, t); s != nil {
 		// Large arguments take the check tens of bytes per byte: few are
 		// checked at once, so that many cannot exhaust memory together.
-		if len(args) > bigArguments {
+		big := len(args) > bigArguments
+		if big {
 			select {
 			case h.bigChecks <- struct{}{}:
 			case <-ctx.Done():
 				h.restFail(w, r, ctx, ctx.Err())
 				return
 			}
-			defer func() { <-h.bigChecks }()
 		}
 		failures, err := validateArguments(s, args)
+		if big {
+			<-h.bigChecks // the check is done; the call is not held to it
+		}
 		if errors.Is(err, errSchemaCheck) {
 			h.log.ErrorContext(r.Context(), "checking a tool's arguments failed", "tool", clip(name), "err", err)
 			writeProblem(w, newProblem(kindInternal, http.StatusInternalServerError, err.Error()))
