@@ -1,0 +1,33 @@
+// Command bench measures what a gateway adds to a stdio MCP server: the
+// gateway beside the floors (a bare HTTP handler with no child; the child
+// alone over stdio, no HTTP) and beside other gateways (supergateway,
+// mcp-proxy) fronting the same child, under one load client. See
+// BENCHMARKS.md at the repository's root for what it measured.
+package main
+
+import (
+	"context"
+	"os/exec"
+)
+
+// A target is one server under test: how to start it on a port in front of
+// the echo child, and how a client calls it.
+type target struct {
+	name string
+	// start runs the server on 127.0.0.1:port with child (argv) as its
+	// stdio child, when it has one. The command is started; the suite
+	// waits for the port, measures the process tree from its pid, and
+	// stops it.
+	start func(ctx context.Context, port int, child []string) (*exec.Cmd, error)
+	// dial makes a client of the server at base (http://127.0.0.1:port):
+	// it does what a session or handshake needs, once.
+	dial func(ctx context.Context, base string) (caller, error)
+}
+
+// A caller makes echo calls on one target. Call sends text to the echo
+// tool and checks the answer carries it back. Callers are used from many
+// goroutines at once.
+type caller interface {
+	Call(ctx context.Context, text string) error
+	Close() error
+}
