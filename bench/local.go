@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+)
+
+// modernCall is a 2026-07-28 tools/call of echo, as the gateway and the
+// floor are sent it.
+func modernCall(text string) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":` +
+		strconv.Quote(text) + `},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+}
+
+// httpCaller posts one body per call and checks the answer echoes.
+type httpCaller struct {
+	client *http.Client
+	url    string
+	header http.Header
+}
+
+func newHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
+}
+
+func (c *httpCaller) Call(ctx context.Context, text string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(modernCall(text)))
+	if err != nil {
+		return err
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(strconv.Quote(text))) {
+		return fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+func (c *httpCaller) Close() error {
+	c.client.CloseIdleConnections()
+	return nil
+}
+
+// gatewayTarget is the gateway binary at bin, spoken to as a 2026-07-28
+// client, configured as a user would run it (env adds to that).
+func gatewayTarget(name, bin string, env ...string) target {
+	return target{
+		name: name,
+		start: func(ctx context.Context, port int, child []string) (*exec.Cmd, error) {
+			cmd := exec.CommandContext(ctx, bin, append([]string{"--"}, child...)...)
+			cmd.Env = append(os.Environ(), append([]string{"GATEWAY_ADDR=127.0.0.1:" + strconv.Itoa(port)}, env...)...)
+			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+			return cmd, cmd.Start()
+		},
+		dial: func(ctx context.Context, base string) (caller, error) {
+			h := http.Header{}
+			h.Set("Content-Type", "application/json")
+			h.Set("Accept", "application/json, text/event-stream")
+			h.Set("MCP-Protocol-Version", "2026-07-28")
+			h.Set("Mcp-Method", "tools/call")
+			h.Set("Mcp-Name", "echo")
+			return &httpCaller{client: newHTTPClient(), url: base + "/mcp", header: h}, nil
+		},
+	}
+}
+
+// floorTarget is a bare net/http handler that reads the request and
+// answers as an echo would, with no child: what HTTP alone costs. It runs
+// as a process of its own (this program, as "bench floor"), like the
+// servers it is the floor of.
+func floorTarget(self string) target {
+	return target{
+		name: floorName,
+		start: func(ctx context.Context, port int, _ []string) (*exec.Cmd, error) {
+			cmd := exec.CommandContext(ctx, self, "floor", strconv.Itoa(port))
+			cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+			return cmd, cmd.Start()
+		},
+		dial: func(ctx context.Context, base string) (caller, error) {
+			h := http.Header{}
+			h.Set("Content-Type", "application/json")
+			return &httpCaller{client: newHTTPClient(), url: base + "/", header: h}, nil
+		},
+	}
+}
+
+// serveFloor is "bench floor PORT".
+func serveFloor(port string) error {
+	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + strconv.Quote(benchText) + `}]}}`)
+	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		return err
+	}
+	return http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+		w.Write(answer)
+	}))
+}
+
+// benchText is what every call echoes.
+const benchText = "hello from the bench"
+
+// waitPort waits until something accepts on 127.0.0.1:port, polling for
+// at most 30 s.
+func waitPort(ctx context.Context, port int) error {
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nothing listens on %s after 30 s: %w", addr, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

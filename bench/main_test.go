@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The suite re-executes itself as the HTTP floor; so does its test binary.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == "floor" {
+		if err := serveFloor(os.Args[2]); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// needNode skips without Node, unless the run requires the npm-based
+// tests (as CI does).
+func needNode(t *testing.T) {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodeBinary(root); err != nil {
+		if os.Getenv("GATEWAY_REQUIRE_INTEROP") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+}
+
+// A short run of the whole suite against the floor and the gateway: every
+// table and ratio is there, and the numbers are real measurements.
+func TestSuiteRuns(t *testing.T) {
+	needNode(t)
+	dir := t.TempDir()
+	o := options{runs: 1, duration: 300 * time.Millisecond, warm: 100 * time.Millisecond, conc: "1,64",
+		only: "floor,gateway", out: filepath.Join(dir, "report.md"), results: filepath.Join(dir, "results.json"), charts: filepath.Join(dir, "charts")}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	report, err := os.ReadFile(o.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| gateway | 1 |", "| gateway | 64 |", "| " + floorName + " | 64 |", "## The child alone over stdio",
+		"| CPU per call, c=64", "| p50, c=1 | "} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("the report has no %q:\n%s", want, report)
+		}
+	}
+	var res results
+	b, err := os.ReadFile(o.results)
+	if err != nil || json.Unmarshal(b, &res) != nil {
+		t.Fatalf("results: %v %s", err, b)
+	}
+	for _, name := range []string{"gateway", floorName} {
+		rs := res.Load[name]
+		if len(rs) != 2 || slices.ContainsFunc(rs, func(r loadResult) bool { return r.Calls == 0 || r.P50 <= 0 || r.CPU <= 0 }) {
+			t.Errorf("%s: %+v", name, rs)
+		}
+		if res.RSS[name] <= 0 {
+			t.Errorf("%s: no peak RSS", name)
+		}
+	}
+	for _, png := range []string{"throughput.png", "latency.png", "cpu.png", "memory.png"} {
+		if st, err := os.Stat(filepath.Join(o.charts, png)); err != nil || st.Size() < 1000 {
+			t.Errorf("chart %s: %v", png, err)
+		}
+	}
+	if len(res.Stdio) != 2 || res.Stdio[0].Calls == 0 {
+		t.Errorf("stdio: %+v", res.Stdio)
+	}
+}
+
+// CPU time is read for a process and its descendants; a child counts.
+func TestProcTree(t *testing.T) {
+	cmd := exec.Command("cat")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); _ = cmd.Wait() }()
+	me := procTree{pid: os.Getpid()}
+	if !slices.Contains(me.pids(), cmd.Process.Pid) {
+		t.Errorf("descendants %v lack the child %d", me.pids(), cmd.Process.Pid)
+	}
+	if alone := (procTree{pid: os.Getpid(), alone: true}).pids(); len(alone) != 1 {
+		t.Errorf("alone: %v", alone)
+	}
+	before, err := me.cpuSeconds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Burn CPU until the kernel's clock has counted some.
+	for x := 0; ; x++ {
+		after, err := me.cpuSeconds()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after > before {
+			break
+		}
+		if x > 1e9 {
+			t.Fatal("no CPU time counted")
+		}
+	}
+	if peak, err := peakRSS(os.Getpid()); err != nil || peak < 1<<20 {
+		t.Errorf("peak RSS %d, %v", peak, err)
+	}
+}
