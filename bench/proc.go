@@ -51,7 +51,6 @@ func peakRSS(pid int) (int64, error) {
 	return statusField(pid, "VmHWM:")
 }
 
-
 func statusField(pid int, name string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
