@@ -261,7 +261,7 @@ func versions(ctx context.Context, node, gw string) map[string]string {
 		v["node"] = strings.TrimSpace(string(out))
 	}
 	if out, err := exec.CommandContext(ctx, "go", "version").Output(); err == nil {
-		v["go"] = strings.TrimSpace(string(out))
+		v["go"] = strings.TrimPrefix(strings.TrimSpace(string(out)), "go version ")
 	}
 	if out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output(); err == nil {
 		v["gateway"] = strings.TrimSpace(string(out))
