@@ -300,12 +300,18 @@ func (c *call) abort(err error, reason string) {
 	if !ok {
 		return
 	}
-	if ex != nil && ex.ch.retire(ex) {
+	switch {
+	case ex != nil && ex.ch.retire(ex):
 		ex.setOwner(nil)
 		if ex.asked.Load() {
 			ex.ch.b.q.refuseAll(ex, "the call was cancelled")
 		}
 		ex.cancel(reason)
+	case ex != nil:
+		// The child's side took the exchange first (it answered, or it
+		// exited and its exchanges failed), and this ending won the call
+		// all the same: there is nothing left to cancel.
+		ex.ch.log.DebugContext(c.vals, "exchange over before the cancellation", "id", ex.id, "method", c.method, "client_id", string(c.clientID))
 	}
 	c.b.q.dropInputs(c)
 	c.deliver(nil, err)
