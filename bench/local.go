@@ -28,7 +28,7 @@ type httpCaller struct {
 }
 
 func newHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
+	return &http.Client{Transport: &rawTransport{}}
 }
 
 func (c *httpCaller) Call(ctx context.Context, text string) error {

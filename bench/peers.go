@@ -128,15 +128,9 @@ func newPeerCaller(url, tail string) *peerCaller {
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
 	return &peerCaller{
-		client: &http.Client{Transport: &http.Transport{
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 1024,
-			// Under Node's 5 s keep-alive timeout (supergateway's
-			// express), so that we close an idle connection before the
-			// server does and never send a call on one it is closing.
-			IdleConnTimeout:    4 * time.Second,
-			DisableCompression: true,
-		}},
+		// The load client's own transport, as for every target (see
+		// rawTransport; it retries a call on a connection Node closed).
+		client: &http.Client{Transport: &rawTransport{}},
 		url:    url,
 		header: h,
 		tail:   tail,

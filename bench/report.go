@@ -158,8 +158,9 @@ func render(res results, concs []int, targets []target, charts string) []byte {
 	}
 	p("Versions: %s; supergateway 4.0.0 and mcp-proxy 6.7.19 from npm (`bench/package-lock.json`).\n\n", strings.Join(vs, ", "))
 	p("Every server fronts the same child, `bench/echo-server.mjs` (Node, one `echo` tool), and is driven\n")
-	p("by the same Go client (`bench/load.go`): closed loop, keep-alive, each of N clients calling as soon\n")
-	p("as its last call returned. Each figure is the median of the runs; CPU is the server's whole process\n")
+	p("by the same Go client (`bench/load.go`, over `bench/transport.go`: HTTP/1.1 written and read on the\n")
+	p("caller's goroutine, which costs far less CPU than net/http's client on cores the servers share):\n")
+	p("closed loop, keep-alive, each of N clients calling as soon as its last call returned. Each figure is the median of the runs; CPU is the server's whole process\n")
 	p("tree (a gateway and its child) from `/proc`, divided by the calls, and the server's own process alone.\n\n")
 
 	b.WriteString(charts)
