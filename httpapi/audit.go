@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -74,30 +75,38 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	case r.Context().Err() != nil:
 		outcome = "client_gone" // it left before its answer was written
 	}
-	attrs := []any{"who", callerOf(r.Context()).who(), "method", clip(req.Method)}
+	h.opts.Meter.CallAudited(callerOf(r.Context()).label(), outcome)
+	markAudited(a.ResponseWriter)
+	if !h.log.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs, slog.String("who", callerOf(r.Context()).who()), slog.String("method", clip(req.Method)))
 	if targets, err := mcp.Targets(req); err == nil && len(targets) > 0 {
 		// One key per kind: a listen may name several resources.
-		names := map[mcp.Kind][]string{}
-		for _, t := range targets {
-			names[t.Kind] = append(names[t.Kind], clip(t.Name))
-		}
 		for _, k := range []mcp.Kind{mcp.KindTool, mcp.KindResource, mcp.KindPrompt} {
-			switch n := names[k]; len(n) {
+			var names []string
+			for _, t := range targets {
+				if t.Kind == k {
+					names = append(names, clip(t.Name))
+				}
+			}
+			switch len(names) {
 			case 0:
 			case 1:
-				attrs = append(attrs, k.String(), n[0])
+				attrs = append(attrs, slog.String(k.String(), names[0]))
 			default:
-				attrs = append(attrs, k.String(), n)
+				attrs = append(attrs, slog.Any(k.String(), names))
 			}
 		}
 	}
-	attrs = append(attrs, "outcome", outcome, "status", a.status)
+	attrs = append(attrs, slog.String("outcome", outcome), slog.Int("status", a.status))
 	if a.code != 0 {
-		attrs = append(attrs, "code", a.code)
+		attrs = append(attrs, slog.Int("code", a.code))
 	}
-	attrs = append(attrs, "dur", time.Since(start).Round(time.Microsecond), "bytes_in", in, "bytes_out", a.bytes)
-	h.log.InfoContext(r.Context(), "audit", attrs...)
-	h.opts.Meter.CallAudited(callerOf(r.Context()).label(), outcome)
+	attrs = append(attrs, slog.Duration("dur", time.Since(start).Round(time.Microsecond)), slog.Int("bytes_in", in),
+		slog.Int64("bytes_out", a.bytes), slog.String("remote", r.RemoteAddr))
+	h.log.LogAttrs(r.Context(), slog.LevelInfo, "audit", attrs...)
 }
 
 // maxLogged bounds a name the audit line repeats from the request: a name

@@ -317,29 +317,6 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// accessLog logs one line per request after it ends. Probes and scrapes
-// log at Debug so that a kubelet polling every few seconds, or Prometheus
-// scraping, does not drown the log.
-func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-			start := time.Now()
-			defer func() {
-				level := slog.LevelInfo
-				if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
-					level = slog.LevelDebug
-				}
-				log.Log(r.Context(), level, "http request",
-					"method", r.Method, "path", r.URL.Path, "status", ww.Status(),
-					"bytes", ww.BytesWritten(), "dur", time.Since(start).Round(time.Microsecond),
-					"remote", r.RemoteAddr)
-			}()
-			next.ServeHTTP(ww, r)
-		})
-	}
-}
-
 // closeAfterChunked ends the connection after the answer to a request with
 // a Transfer-Encoding. net/http reads such a body by its chunks and drops a
 // Content-Length sent beside it, so the handlers cannot tell whether both

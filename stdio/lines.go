@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -161,11 +162,28 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 		return p.writeErr
 	}
 
+	// Write in pieces so that the stall limit measures progress, not the
+	// time a large message takes to go through a slow reader. The newline
+	// travels with the last piece, so a message of up to one piece is one
+	// write; off passes len(msg) once the newline is out.
+	const piece = 64 << 10
+	off := 0
+	if len(msg) < piece {
+		// Most messages fit in the pipe at once: one try that never waits
+		// spares the deadline and the watch on ctx below.
+		p.scratch = append(append(p.scratch[:0], msg...), '\n')
+		n := p.tryWrite(p.scratch)
+		if n == len(p.scratch) {
+			return nil
+		}
+		off = n
+	}
+
 	var (
 		mu        sync.Mutex
-		committed bool // the first byte is out
-		abandoned bool // ctx ended before that
-		resumed   bool // a write cut by ctx after the first byte was taken up again
+		committed = off > 0 // the first byte is out
+		abandoned bool      // ctx ended before that
+		resumed   bool      // a write cut by ctx after the first byte was taken up again
 	)
 	stop := context.AfterFunc(ctx, func() {
 		mu.Lock()
@@ -177,12 +195,7 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 	})
 	defer stop()
 
-	// Write in pieces so that the stall limit measures progress, not the
-	// time a large message takes to go through a slow reader. The newline
-	// travels with the last piece, so a message of up to one piece is one
-	// write; off passes len(msg) once the newline is out.
-	const piece = 64 << 10
-	for off := 0; off <= len(msg); {
+	for off <= len(msg) {
 		buf := msg[off:min(off+piece, len(msg))]
 		if len(msg)-off <= piece {
 			p.scratch = append(append(p.scratch[:0], msg[off:]...), '\n')
@@ -226,4 +239,22 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 		return p.writeErr
 	}
 	return nil
+}
+
+// tryWrite writes what the pipe takes of b now, without waiting, and
+// reports how much that was (0 when it is full, or on an error, which the
+// waiting write then meets again).
+func (p *Process) tryWrite(b []byte) int {
+	n := 0
+	err := p.stdinRaw.Write(func(fd uintptr) bool {
+		m, err := syscall.Write(int(fd), b)
+		if err == nil {
+			n = m
+		}
+		return true // never wait for room here
+	})
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -67,10 +67,11 @@ type Process struct {
 	log   *slog.Logger
 	start time.Time
 
-	stdin  *os.File // write end
-	stdout *os.File // read end
-	stderr *os.File // read end
-	lines  *lineReader
+	stdin    *os.File        // write end
+	stdinRaw syscall.RawConn // the same, for a write that must not wait
+	stdout   *os.File        // read end
+	stderr   *os.File        // read end
+	lines    *lineReader
 
 	writeTok chan struct{} // 1-buffered: holding it means owning stdin for one whole line
 	writeErr error         // set once stdin is broken; guarded by writeTok
@@ -131,6 +132,12 @@ func Start(cfg Config) (*Process, error) {
 		writeTok:   make(chan struct{}, 1),
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
+	}
+	if p.stdinRaw, err = stdinW.SyscallConn(); err != nil {
+		closeAll(stdinW, stdoutR, stderrR)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("start %s: stdin pipe: %w", cfg.Path, err)
 	}
 	p.log = cfg.Logger.With("pid", p.pid)
 	p.lines = newLineReader(stdoutR, cfg.MaxMessageBytes)

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // logs records slog entries as "msg key=value ..." strings.
@@ -467,4 +468,85 @@ func pipeSize(t *testing.T, f *os.File) int {
 		t.Fatal(errno)
 	}
 	return int(n)
+}
+
+// A line the pipe takes only part of at once: the part goes out without
+// waiting, the rest once the child reads again, and the line arrives
+// whole after the one before it.
+func TestLineFinishedAfterPartialWrite(t *testing.T) {
+	t.Parallel()
+	p := start(t, child(t, "cat"))
+	size := pipeSize(t, p.stdin)
+	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(p.Pid(), syscall.SIGCONT)
+	waitState(t, p.Pid(), 'T')
+	// Fill all but two pages, so that a longer line fits in part.
+	const page = 4096
+	first := bytes.Repeat([]byte("a"), size-2*page-1)
+	if err := p.WriteMessage(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	second := bytes.Repeat([]byte("b"), 5*page)
+	done := make(chan error, 1)
+	go func() { done <- p.WriteMessage(context.Background(), second) }()
+	// The first two pages of the second line go in at once.
+	for i := 0; queued(t, p.stdin) < size; i++ {
+		if i == 1_000_000 {
+			t.Fatalf("the pipe holds %d of %d bytes: the second line did not go in in part", queued(t, p.stdin), size)
+		}
+		runtime.Gosched()
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range [][]byte{first, second} {
+		got, err := p.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("read %d bytes (%.10q…), want the %d-byte line", len(got), got, len(want))
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queued is how many bytes wait in the pipe (FIONREAD).
+func queued(t *testing.T, f *os.File) int {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	return int(n)
+}
+
+// waitState waits until /proc says the process is in the state (T:
+// stopped), reading it at most a million times.
+func waitState(t *testing.T, pid int, state byte) {
+	t.Helper()
+	for range 1_000_000 {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == state {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("process %d never reached state %c", pid, state)
 }

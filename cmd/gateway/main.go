@@ -83,7 +83,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		usage(stderr)
 		return fmt.Errorf("configuration: %w", err)
 	}
-	log := cfg.logger(stderr)
+	sink := newLogSink(stderr)
+	defer sink.Close()
+	log := cfg.logger(sink)
 	argv, err := childCommand(cfg, childArgs, log)
 	if err != nil {
 		return err

@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// accessLog logs one line per request after it ends. Probes and scrapes
+// log at Debug so that a kubelet polling every few seconds, or Prometheus
+// scraping, does not drown the log; so does a call whose audit line was
+// logged, which already says all the access line would (one line per call
+// at Info: logging is a good part of what a call costs).
+func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			aw := &accessWriter{ResponseWriter: w}
+			start := time.Now()
+			defer func() {
+				level := slog.LevelInfo
+				if aw.audited || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
+					level = slog.LevelDebug
+				}
+				if !log.Enabled(r.Context(), level) {
+					return
+				}
+				log.Log(r.Context(), level, "http request",
+					"method", r.Method, "path", r.URL.Path, "status", aw.Status(),
+					"bytes", aw.bytes, "dur", time.Since(start).Round(time.Microsecond),
+					"remote", r.RemoteAddr)
+			}()
+			next.ServeHTTP(aw, r)
+		})
+	}
+}
+
+// accessWriter counts what a response sends, for the access line.
+type accessWriter struct {
+	http.ResponseWriter
+	status  int
+	bytes   int64
+	audited bool // the request's audit line is logged
+}
+
+func (a *accessWriter) WriteHeader(status int) {
+	// 1xx answers are interim: the final status comes after them.
+	if a.status == 0 && status >= 200 {
+		a.status = status
+	}
+	a.ResponseWriter.WriteHeader(status)
+}
+
+func (a *accessWriter) Write(b []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	n, err := a.ResponseWriter.Write(b)
+	a.bytes += int64(n)
+	return n, err
+}
+
+// Status is the status sent, 200 when the handler wrote nothing (net/http
+// then answers 200).
+func (a *accessWriter) Status() int {
+	if a.status == 0 {
+		return http.StatusOK
+	}
+	return a.status
+}
+
+// Flush keeps SSE working for a handler that asks the writer itself.
+func (a *accessWriter) Flush() { _ = http.NewResponseController(a.ResponseWriter).Flush() }
+
+// Unwrap lets http.ResponseController reach the connection through the
+// wrapper.
+func (a *accessWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// markAudited tells the access log, wherever it sits among w's wrappers,
+// that the request's audit line is written.
+func markAudited(w http.ResponseWriter) {
+	for w != nil {
+		if a, ok := w.(*accessWriter); ok {
+			a.audited = true
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
+}
