@@ -53,7 +53,9 @@ func Members(b []byte) ([]Member, error) {
 		}
 		return nil, &NotObjectError{First: b[i]}
 	}
-	var out []Member
+	// Room for a typical envelope, params or _meta at once: growing from
+	// nil would allocate four times for eight members.
+	out := make([]Member, 0, 8)
 	end, err := s.object(i, 1, func(key string, v Span) { out = append(out, Member{key, v}) })
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
@@ -350,11 +351,25 @@ func String(v []byte) (string, bool) {
 	if len(v) == 0 || v[0] != '"' {
 		return "", false
 	}
+	if len(v) >= 2 && v[len(v)-1] == '"' && plainString(v[1:len(v)-1]) {
+		return string(v[1 : len(v)-1]), true // nothing to decode: most names and versions
+	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+// plainString reports whether b is the inside of a JSON string that decodes
+// to itself: valid UTF-8 with no escape, quote or control character.
+func plainString(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // HasCapability reports whether a capabilities object declares name.

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -227,4 +228,19 @@ func TestVocabulary(t *testing.T) {
 	if !IsLegacy(LatestLegacy) || IsLegacy(Modern) {
 		t.Error("IsLegacy")
 	}
+}
+
+// String reads what encoding/json reads, whichever way it takes.
+func FuzzString(f *testing.F) {
+	for _, s := range []string{`"tools/call"`, `"a\"b"`, `"caf\u00e9"`, "\"caf\xc3\xa9\"", "\"\xff\"", `"tab	in"`, `"`, `""`, `"x" `, `"a"b"`, `1`, `"\ud800"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		got, ok := String(v)
+		var want string
+		wantOK := len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &want) == nil
+		if ok != wantOK || got != want {
+			t.Fatalf("String(%q) = %q, %v; encoding/json: %q, %v", v, got, ok, want, wantOK)
+		}
+	})
 }
