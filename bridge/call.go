@@ -80,7 +80,8 @@ type call struct {
 	caller   Caller
 	listen   *mcp.Filter // what a listen on a legacy child delivers
 	start    time.Time
-	idleFor  time.Duration
+	idleFor  time.Duration // 0: no idle limit
+	maxFor   time.Duration // 0: no limit on the whole call
 	// vals is the request's context without its cancellation, for its
 	// values: the call's log lines go through it, so that a log handler
 	// can add what the request carries (its request id, its trace).
@@ -89,10 +90,10 @@ type call struct {
 	box mailbox
 
 	mu      sync.Mutex
-	ex      *exchange // the exchange in flight; nil before, between and after exchanges
-	ended   bool      // claimed by one of its endings
-	idle    *time.Timer
-	maxDur  *time.Timer
+	ex      *exchange   // the exchange in flight; nil before, between and after exchanges
+	ended   bool        // claimed by one of its endings
+	timer   *time.Timer // the nearer of the idle and the whole-call limits
+	alive   time.Time   // the last sign of life (see resetIdle)
 	stopCtx func() bool // detaches the client's ctx
 	slot    *slot       // released when the call ends
 	onEnd   func(*call) // runs once when the call ends
@@ -118,8 +119,9 @@ type callSpec struct {
 // (see exchange.sentOrWanted).
 func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
 	c := &call{b: ch.b, ch: ch, req: spec.req, method: spec.method, params: spec.params, caller: spec.caller,
-		listen: spec.listen, start: time.Now(), idleFor: spec.idle, slot: spec.slot, onEnd: spec.onEnd,
+		listen: spec.listen, start: time.Now(), idleFor: spec.idle, maxFor: spec.max, slot: spec.slot, onEnd: spec.onEnd,
 		vals: context.WithoutCancel(ctx)}
+	c.alive = c.start
 	n := 1
 	if spec.req != nil {
 		c.clientID, c.method, n = spec.req.ID, spec.req.Method, ch.b.opts.MaxNotes
@@ -132,17 +134,51 @@ func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
 	defer c.mu.Unlock()
 	// Armed under mu: a timer or ctx may fire before the fields are set.
 	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), reasonFor(ctx)) })
-	if spec.idle > 0 {
-		c.idle = time.AfterFunc(spec.idle, func() {
-			c.abort(errTimeout(fmt.Sprintf("no response or progress from the child for %v", spec.idle)), "timeout")
-		})
-	}
-	if spec.max > 0 {
-		c.maxDur = time.AfterFunc(spec.max, func() {
-			c.abort(errTimeout(fmt.Sprintf("the call ran past the gateway's %v limit", spec.max)), "timeout")
-		})
+	// One timer for both limits, set for the nearer: a call costs one
+	// timer, and a sign of life moves it.
+	if d, ok := c.untilLimit(c.start); ok {
+		c.timer = time.AfterFunc(d, c.limitReached)
 	}
 	return c
+}
+
+// untilLimit is how long from now until the idle or the whole-call limit
+// is reached, whichever comes first; ok is false when the call has
+// neither. Called with mu held.
+func (c *call) untilLimit(now time.Time) (d time.Duration, ok bool) {
+	if c.idleFor > 0 {
+		d, ok = c.alive.Add(c.idleFor).Sub(now), true
+	}
+	if c.maxFor > 0 {
+		if left := c.start.Add(c.maxFor).Sub(now); !ok || left < d {
+			d, ok = left, true
+		}
+	}
+	return max(d, 0), ok
+}
+
+// limitReached is the timer's: it aborts the call for the limit that is
+// reached, or sets the timer again when a sign of life came in the
+// meantime (resetIdle moves it, but may lose the race with its firing).
+func (c *call) limitReached() {
+	now := time.Now()
+	c.mu.Lock()
+	var err error
+	switch {
+	case c.ended:
+	case c.maxFor > 0 && now.Sub(c.start) >= c.maxFor:
+		err = errTimeout(fmt.Sprintf("the call ran past the gateway's %v limit", c.maxFor))
+	case c.idleFor > 0 && now.Sub(c.alive) >= c.idleFor:
+		err = errTimeout(fmt.Sprintf("no response or progress from the child for %v", c.idleFor))
+	default:
+		if d, ok := c.untilLimit(now); ok {
+			c.timer.Reset(d)
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.abort(err, "timeout")
+	}
 }
 
 func (c *call) internal() bool { return c.req == nil }
@@ -238,11 +274,8 @@ func (c *call) claim() (*exchange, bool) {
 		return nil, false
 	}
 	c.ended = true
-	if c.idle != nil {
-		c.idle.Stop()
-	}
-	if c.maxDur != nil {
-		c.maxDur.Stop()
+	if c.timer != nil {
+		c.timer.Stop()
 	}
 	if c.stopCtx != nil {
 		c.stopCtx()
@@ -379,8 +412,10 @@ func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) ProgressFate {
 func (c *call) resetIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.idle != nil && !c.ended {
-		c.idle.Reset(c.idleFor)
+	if c.idleFor > 0 && c.timer != nil && !c.ended {
+		c.alive = time.Now()
+		d, _ := c.untilLimit(c.alive)
+		c.timer.Reset(d)
 	}
 }
 
