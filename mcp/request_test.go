@@ -209,3 +209,24 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReadRequest is the envelope of every call: parsed, validated
+// and read for what the gateway acts on, the payload left as bytes.
+//
+//	go test -run '^$' -bench BenchmarkReadRequest -benchmem ./mcp
+func BenchmarkReadRequest(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello from the bench"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":7}}}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		m, err := jsonrpc.Parse(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req, err := Read(m)
+		if err != nil || req.Method != MethodToolsCall {
+			b.Fatalf("%v, %+v", err, req)
+		}
+	}
+}

@@ -550,3 +550,28 @@ func waitState(t *testing.T, pid int, state byte) {
 	}
 	t.Fatalf("process %d never reached state %c", pid, state)
 }
+
+// BenchmarkWriteMessage is one message to the child's stdin and its echo
+// back, one at a time: the pipe's share of every call.
+//
+//	go test -run '^$' -bench BenchmarkWriteMessage -benchmem ./stdio
+func BenchmarkWriteMessage(b *testing.B) {
+	cfg := Config{Path: "cat"}
+	p, err := Start(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello from the bench"}}}`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if err := p.WriteMessage(ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+		if got, err := p.ReadMessage(); err != nil || len(got) != len(msg) {
+			b.Fatalf("%d bytes back, %v", len(got), err)
+		}
+	}
+}

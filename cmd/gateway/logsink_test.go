@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -72,4 +77,41 @@ func TestLogSinkKeepsEveryLineInOrder(t *testing.T) {
 		t.Errorf("%d writes for %d lines: nothing was gathered", out.writes, writers*lines)
 	}
 	t.Logf("%d lines in %d writes", writers*lines, out.writes)
+}
+
+// BenchmarkAuditLine is one audit-sized line logged from two goroutines
+// into a pipe that another process would read (here a goroutine), straight
+// and through the sink: what logging costs a call.
+//
+//	go test -run '^$' -bench BenchmarkAuditLine -benchmem ./cmd/gateway
+func BenchmarkAuditLine(b *testing.B) {
+	for _, via := range []string{"pipe", "sink"} {
+		b.Run(via, func(b *testing.B) {
+			r, f, err := os.Pipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			drained := make(chan struct{})
+			go func() { _, _ = io.Copy(io.Discard, r); close(drained) }()
+			defer func() { f.Close(); <-drained; r.Close() }()
+			var w io.Writer = f
+			if via == "sink" {
+				s := newLogSink(f)
+				defer s.Close()
+				w = s
+			}
+			log := slog.New(slog.NewTextHandler(w, nil))
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.SetParallelism(1)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					log.LogAttrs(ctx, slog.LevelInfo, "audit", slog.String("who", "anonymous"), slog.String("method", "tools/call"),
+						slog.String("tool", "echo"), slog.String("outcome", "ok"), slog.Int("status", 200),
+						slog.Duration("dur", 312*time.Microsecond), slog.Int("bytes_in", 236), slog.Int("bytes_out", 120),
+						slog.String("remote", "127.0.0.1:40312"), slog.String("request_id", "host/abcdef-000123"))
+				}
+			})
+		})
+	}
 }
