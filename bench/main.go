@@ -26,7 +26,14 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) >= 2 && os.Args[1] == "probe" {
+		if err := serveProbe(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	var o options
+	o.sizes = defaultStreamSizes()
 	flag.IntVar(&o.runs, "runs", 3, "runs of each measurement; the report gives their median")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each load run lasts")
 	flag.DurationVar(&o.warm, "warm", time.Second, "warm-up before each load run")
@@ -35,6 +42,10 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "write the report (Markdown) here; empty: stdout")
 	flag.StringVar(&o.results, "json", "", "also write the raw results here (JSON)")
 	flag.StringVar(&o.charts, "charts", "", "draw the charts (PNG) in this directory; empty: bench/charts (with -out only)")
+	flag.BoolVar(&o.streams, "streams", true, "run the stream workloads (progress relay, cancellation, concurrent and idle streams)")
+	flag.IntVar(&o.sizes.Samples, "stream-samples", o.sizes.Samples, "cancellations timed per run, alone and with -stream-load streams running")
+	flag.IntVar(&o.sizes.Load, "stream-load", o.sizes.Load, "streams running meanwhile, and concurrent progress streams")
+	flag.IntVar(&o.sizes.Idle, "idle-streams", o.sizes.Idle, "idle streams held open at once to weigh one")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -49,6 +60,8 @@ type options struct {
 	conc, only     string
 	out, results   string
 	charts         string // where the charts go; "": bench/charts
+	streams        bool   // run the stream workloads
+	sizes          streamSizes
 }
 
 // results is everything one suite run measured.
@@ -58,6 +71,7 @@ type results struct {
 	Stdio    []stdioResult           // the child alone, per window, each run
 	Load     map[string][]loadResult // by target, each concurrency, each run
 	RSS      map[string]int64        // the server's peak resident set, by target
+	Streams  *streamResults          `json:",omitempty"`
 }
 
 func run(ctx context.Context, o options) error {
@@ -121,13 +135,18 @@ func run(ctx context.Context, o options) error {
 			res.RSS[t.name] = max(res.RSS[t.name], peak)
 		}
 	}
+	if o.streams {
+		if res.Streams, err = measureStreams(ctx, gw, self, targets, o); err != nil {
+			return fmt.Errorf("streams: %w", err)
+		}
+	}
 	if o.results != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(o.results, b, 0o644); err != nil {
 			return err
 		}
 	}
-	charts := ""
+	charts, streamChart := "", ""
 	if o.out != "" {
 		// The charts go beside the suite (bench/charts), named from the
 		// report's directory.
@@ -149,8 +168,11 @@ func run(ctx context.Context, o options) error {
 		if charts, err = drawCharts(dir, filepath.ToSlash(rel), res, concs, targets); err != nil {
 			return err
 		}
+		if streamChart, err = drawStreamChart(dir, filepath.ToSlash(rel), res.Streams); err != nil {
+			return err
+		}
 	}
-	report := render(res, concs, targets, charts)
+	report := render(res, concs, targets, charts, streamChart)
 	if o.out == "" {
 		_, err = os.Stdout.Write(report)
 		return err
@@ -189,6 +211,38 @@ func measure(ctx context.Context, t target, child []string, concs []int, o optio
 	}
 	peak, err := peakRSS(cmd.Process.Pid)
 	return out, peak, err
+}
+
+// measureStreams runs the stream workloads against the gateway, and
+// through the peers (those of targets selected), each run.
+func measureStreams(ctx context.Context, gw, self string, targets []target, o options) (*streamResults, error) {
+	res := &streamResults{Sizes: o.sizes, Settings: streamEnv(o.sizes)}
+	var ids tags
+	for run := range o.runs {
+		if selected(o.only, "gateway") {
+			log.Printf("streams through the gateway, run %d of %d", run+1, o.runs)
+			r, err := runStreams(ctx, gw, self, o.sizes, &ids)
+			if err != nil {
+				return nil, err
+			}
+			res.Runs = append(res.Runs, r)
+		}
+		for _, t := range targets {
+			if t.name == "gateway" || t.name == floorName || !selected(o.only, t.name) {
+				continue
+			}
+			log.Printf("streams through %s, run %d of %d", t.name, run+1, o.runs)
+			r, err := peerStreams(ctx, t, self, o.sizes, &ids)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
+			}
+			if res.Peers == nil {
+				res.Peers = map[string][]peerStreamRun{}
+			}
+			res.Peers[t.name] = append(res.Peers[t.name], r)
+		}
+	}
+	return res, nil
 }
 
 // stopProcess ends a server: SIGTERM, then SIGKILL if it is still there

@@ -12,13 +12,25 @@ import (
 	"time"
 )
 
-// The suite re-executes itself as the HTTP floor; so does its test binary.
+// The suite re-executes itself as the HTTP floor and as the probe child;
+// so does its test binary.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == "floor" {
 		if err := serveFloor(os.Args[2]); err != nil {
 			os.Exit(1)
 		}
 		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "probe" {
+		if err := serveProbe(os.Args[2:]); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
+	// The probe children are this binary: built with -race, each would
+	// sleep 1 s as it exits, unless told not to.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
 	os.Exit(m.Run())
 }
@@ -29,7 +41,8 @@ func TestSuiteRuns(t *testing.T) {
 	testNode(t)
 	dir := t.TempDir()
 	o := options{runs: 1, duration: 300 * time.Millisecond, warm: 100 * time.Millisecond, conc: "1,64",
-		only: "floor,gateway", out: filepath.Join(dir, "report.md"), results: filepath.Join(dir, "results.json"), charts: filepath.Join(dir, "charts")}
+		only: "floor,gateway", out: filepath.Join(dir, "report.md"), results: filepath.Join(dir, "results.json"), charts: filepath.Join(dir, "charts"),
+		streams: true, sizes: streamSizes{Samples: 5, Load: 10, LoadEvery: 20, Steps: 3, Every: 5, RelaySteps: 5, RelayEvery: 2, Idle: 10, Openers: 4}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
@@ -40,7 +53,7 @@ func TestSuiteRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| gateway | 1 |", "| gateway | 64 |", "| " + floorName + " | 64 |", "## The child alone over stdio",
-		"| CPU per call, c=64", "| p50, c=1 | "} {
+		"| CPU per call, c=64", "| p50, c=1 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("the report has no %q:\n%s", want, report)
 		}
@@ -59,7 +72,10 @@ func TestSuiteRuns(t *testing.T) {
 			t.Errorf("%s: no peak RSS", name)
 		}
 	}
-	for _, png := range []string{"throughput.png", "latency.png", "cpu.png", "memory.png"} {
+	if res.Streams == nil || len(res.Streams.Runs) != 1 || res.Streams.Runs[0].Concurrent.Events != 40 || res.Streams.Runs[0].Idle.Cancellations != 10 {
+		t.Errorf("streams: %+v", res.Streams)
+	}
+	for _, png := range []string{"throughput.png", "latency.png", "cpu.png", "memory.png", "streams.png"} {
 		if st, err := os.Stat(filepath.Join(o.charts, png)); err != nil || st.Size() < 1000 {
 			t.Errorf("chart %s: %v", png, err)
 		}

@@ -143,8 +143,9 @@ func drawCharts(dir, rel string, res results, concs []int, targets []target) (st
 }
 
 // render writes the report: what was measured and how, the charts, the
-// tables, and the ratios the targets are judged by.
-func render(res results, concs []int, targets []target, charts string) []byte {
+// tables, and the ratios the targets are judged by; then the stream
+// workloads, with their chart.
+func render(res results, concs []int, targets []target, charts, streamChart string) []byte {
 	sum := summarize(res)
 	var b bytes.Buffer
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
@@ -209,6 +210,7 @@ func render(res results, concs []int, targets []target, charts string) []byte {
 		p("\n")
 	}
 	ratios(&b, sum, targets)
+	renderStreams(&b, res.Streams, streamChart)
 	return b.Bytes()
 }
 
