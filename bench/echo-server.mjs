@@ -1,15 +1,24 @@
 #!/usr/bin/env node
-// The benchmark's child: a stdio MCP server with one tool, echo, and no
-// dependencies, so that every server under test fronts the same cheap
-// child. One JSON-RPC message per line each way. It speaks both eras: a
-// 2025 client starts with initialize; a 2026-07-28 request carries its
-// revision in _meta and needs no handshake (server/discover describes the
-// server). Nothing is logged: the answers are the whole of its work.
+// The benchmark's child: a stdio MCP server with no dependencies, so that
+// every server under test fronts the same cheap child. One JSON-RPC
+// message per line each way. It speaks both eras: a 2025 client starts
+// with initialize; a 2026-07-28 request carries its revision in _meta and
+// needs no handshake (server/discover describes the server). Nothing is
+// logged: the answers are the whole of its work.
+//
+// Its tool is echo. Two more serve the workloads that are not about echo:
+// spin (a CPU-bound call) and big (one large answer). They are always
+// callable, but tools/list names them only when the server is started with
+// --all-tools, so that what the echo workloads see stays as it was.
 
 const MODERN = "2026-07-28";
 const LATEST_LEGACY = "2025-11-25";
 const VERSION_KEY = "io.modelcontextprotocol/protocolVersion";
 const SERVER_INFO = { name: "bench-echo", version: "1.0.0" };
+// Bounds on spin and big: a minute of CPU; a text well within V8's longest
+// string (2^29 - 24 UTF-16 units) once the envelope is around it.
+const MAX_SPIN_MS = 60000;
+const MAX_BIG_BYTES = 256 * 1024 * 1024;
 
 const TOOLS = [
   {
@@ -22,6 +31,29 @@ const TOOLS = [
     },
   },
 ];
+
+const MORE_TOOLS = [
+  {
+    name: "spin",
+    description: "Keeps a core busy for ms milliseconds of CPU time, then answers.",
+    inputSchema: {
+      type: "object",
+      properties: { ms: { type: "number", minimum: 0, maximum: MAX_SPIN_MS } },
+      required: ["ms"],
+    },
+  },
+  {
+    name: "big",
+    description: "Answers one text content of that many bytes.",
+    inputSchema: {
+      type: "object",
+      properties: { bytes: { type: "integer", minimum: 0, maximum: MAX_BIG_BYTES } },
+      required: ["bytes"],
+    },
+  },
+];
+
+if (process.argv.includes("--all-tools")) TOOLS.push(...MORE_TOOLS);
 
 // The answers that never change, serialised once.
 const TOOLS_JSON = JSON.stringify(TOOLS);
@@ -57,14 +89,59 @@ function initialize(id, params) {
 
 function call(id, params, modern) {
   const args = params && params.arguments;
-  if (!params || params.name !== "echo") {
-    return error(id, -32602, `unknown tool: ${params && params.name}`);
+  let text;
+  switch (params && params.name) {
+    case "echo":
+      if (!args || typeof args.text !== "string") {
+        return error(id, -32602, "echo needs arguments.text, a string");
+      }
+      text = JSON.stringify(args.text);
+      break;
+    case "spin": {
+      const ms = args && args.ms;
+      if (typeof ms !== "number" || !(ms >= 0 && ms <= MAX_SPIN_MS)) {
+        return error(id, -32602, `spin needs arguments.ms, a number from 0 to ${MAX_SPIN_MS}`);
+      }
+      text = `"spun ${spin(ms)} times in ${ms} ms"`;
+      break;
+    }
+    case "big": {
+      const n = args && args.bytes;
+      if (!Number.isInteger(n) || n < 0 || n > MAX_BIG_BYTES) {
+        return error(id, -32602, `big needs arguments.bytes, an integer from 0 to ${MAX_BIG_BYTES}`);
+      }
+      text = bigText(n);
+      break;
+    }
+    default:
+      return error(id, -32602, `unknown tool: ${params && params.name}`);
   }
-  if (!args || typeof args.text !== "string") {
-    return error(id, -32602, "echo needs arguments.text, a string");
-  }
-  const content = `{"content":[{"type":"text","text":${JSON.stringify(args.text)}}]`;
+  const content = `{"content":[{"type":"text","text":${text}}]`;
   return result(id, modern ? content + `,"resultType":"complete"}` : content + "}");
+}
+
+// spin busies the thread until the process has used ms milliseconds of
+// CPU (not of wall time: a spinner that shares a core with others gets
+// less of it per millisecond), and counts its rounds, so that the loop is
+// not work that can be left out.
+function spin(ms) {
+  const start = process.cpuUsage();
+  const budget = ms * 1000; // µs
+  let rounds = 0;
+  for (;;) {
+    rounds++;
+    const used = process.cpuUsage(start);
+    if (used.user + used.system >= budget) return rounds;
+  }
+}
+
+// bigText is n bytes of "x" as a JSON string. The last one is kept: the
+// workloads ask for the same size again and again, and building it is
+// not what they measure.
+let big = { n: -1, json: "" };
+function bigText(n) {
+  if (big.n !== n) big = { n, json: `"${"x".repeat(n)}"` };
+  return big.json;
 }
 
 // answer is the line to write for one message, or "" for none.
