@@ -46,6 +46,13 @@ func main() {
 	flag.IntVar(&o.sizes.Samples, "stream-samples", o.sizes.Samples, "cancellations timed per run, alone and with -stream-load streams running")
 	flag.IntVar(&o.sizes.Load, "stream-load", o.sizes.Load, "streams running meanwhile, and concurrent progress streams")
 	flag.IntVar(&o.sizes.Idle, "idle-streams", o.sizes.Idle, "idle streams held open at once to weigh one")
+	flag.BoolVar(&o.scale, "scale", true, "run the large result, the GATEWAY_WORKERS scaling and the profiles")
+	flag.IntVar(&o.bigSize, "big", 64<<20, "the large result's size in bytes")
+	flag.IntVar(&o.bigCalls, "big-calls", 5, "large results asked of each server")
+	flag.DurationVar(&o.bigTimeout, "big-timeout", 2*time.Minute, "the most one large result may take")
+	flag.StringVar(&o.workers, "workers", "1,2,4", "GATEWAY_WORKERS values to compare, comma-separated")
+	flag.DurationVar(&o.spin, "spin", 5*time.Millisecond, "CPU each call of the workers' load costs the child")
+	flag.StringVar(&o.pprof, "pprof", "", "keep the gateway's profiles here; empty: a new temporary directory")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -62,6 +69,13 @@ type options struct {
 	charts         string // where the charts go; "": bench/charts
 	streams        bool   // run the stream workloads
 	sizes          streamSizes
+	scale          bool // run the large result, the workers' scaling and the profiles
+	bigSize        int
+	bigCalls       int
+	bigTimeout     time.Duration
+	workers        string
+	spin           time.Duration
+	pprof          string
 }
 
 // results is everything one suite run measured.
@@ -72,6 +86,9 @@ type results struct {
 	Load     map[string][]loadResult // by target, each concurrency, each run
 	RSS      map[string]int64        // the server's peak resident set, by target
 	Streams  *streamResults          `json:",omitempty"`
+	Big      *bigResult              `json:",omitempty"`
+	Workers  *workersResult          `json:",omitempty"`
+	Profiles *profileResult          `json:",omitempty"`
 }
 
 func run(ctx context.Context, o options) error {
@@ -140,13 +157,18 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("streams: %w", err)
 		}
 	}
+	if o.scale {
+		if err := measureScale(ctx, gw, child, node, root, &res, o); err != nil {
+			return err
+		}
+	}
 	if o.results != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(o.results, b, 0o644); err != nil {
 			return err
 		}
 	}
-	charts, streamChart := "", ""
+	var ch chartSet
 	if o.out != "" {
 		// The charts go beside the suite (bench/charts), named from the
 		// report's directory.
@@ -165,19 +187,58 @@ func run(ctx context.Context, o options) error {
 		if o.charts != "" {
 			dir, rel = o.charts, o.charts
 		}
-		if charts, err = drawCharts(dir, filepath.ToSlash(rel), res, concs, targets); err != nil {
-			return err
-		}
-		if streamChart, err = drawStreamChart(dir, filepath.ToSlash(rel), res.Streams); err != nil {
+		if ch, err = drawAll(dir, filepath.ToSlash(rel), res, concs, targets); err != nil {
 			return err
 		}
 	}
-	report := render(res, concs, targets, charts, streamChart)
+	report := render(res, concs, targets, ch)
 	if o.out == "" {
 		_, err = os.Stdout.Write(report)
 		return err
 	}
 	return os.WriteFile(o.out, report, 0o644)
+}
+
+// measureScale runs the large result (through the gateway and the peers
+// selected), the GATEWAY_WORKERS scaling and the profiles of the gateway.
+func measureScale(ctx context.Context, gw string, child []string, node, root string, res *results, o options) error {
+	var peers []target
+	for _, t := range peerTargets(node, filepath.Join(root, "bench")) {
+		if selected(o.only, t.name) {
+			peers = append(peers, t)
+		}
+	}
+	log.Printf("a %d-byte result, %d calls per server", o.bigSize, o.bigCalls)
+	big, err := runBig(ctx, gw, child, peers, o.bigSize, o.bigCalls, o.bigTimeout)
+	if err != nil {
+		return fmt.Errorf("large result: %w", err)
+	}
+	res.Big = &big
+	var workers []int
+	for _, s := range strings.Split(o.workers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-workers: %q is not a number of workers", s)
+		}
+		workers = append(workers, n)
+	}
+	log.Printf("GATEWAY_WORKERS %v with a CPU-bound child", workers)
+	wk, err := runWorkers(ctx, gw, child, workers, 16, o.spin, o.warm, o.duration, o.runs)
+	if err != nil {
+		return fmt.Errorf("workers: %w", err)
+	}
+	res.Workers = &wk
+	dir, err := profileDir(o.pprof)
+	if err != nil {
+		return err
+	}
+	log.Printf("profiling the gateway at concurrency 64 and 1 (profiles in %s)", dir)
+	pp, err := runProfiles(ctx, gw, child, []int{64, 1}, o.warm, max(o.duration.Truncate(time.Second), time.Second), true, dir)
+	if err != nil {
+		return fmt.Errorf("profiles: %w", err)
+	}
+	res.Profiles = &pp
+	return nil
 }
 
 // measure starts t on a free port, runs the load at each concurrency, and

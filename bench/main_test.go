@@ -42,7 +42,8 @@ func TestSuiteRuns(t *testing.T) {
 	dir := t.TempDir()
 	o := options{runs: 1, duration: 300 * time.Millisecond, warm: 100 * time.Millisecond, conc: "1,64",
 		only: "floor,gateway", out: filepath.Join(dir, "report.md"), results: filepath.Join(dir, "results.json"), charts: filepath.Join(dir, "charts"),
-		streams: true, sizes: streamSizes{Samples: 5, Load: 10, LoadEvery: 20, Steps: 3, Every: 5, RelaySteps: 5, RelayEvery: 2, Idle: 10, Openers: 4}}
+		streams: true, sizes: streamSizes{Samples: 5, Load: 10, LoadEvery: 20, Steps: 3, Every: 5, RelaySteps: 5, RelayEvery: 2, Idle: 10, Openers: 4},
+		scale: true, bigSize: 1 << 20, bigCalls: 1, bigTimeout: time.Minute, workers: "1,2", spin: 2 * time.Millisecond, pprof: filepath.Join(dir, "pprof")}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
@@ -53,7 +54,8 @@ func TestSuiteRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| gateway | 1 |", "| gateway | 64 |", "| " + floorName + " | 64 |", "## The child alone over stdio",
-		"| CPU per call, c=64", "| p50, c=1 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies"} {
+		"| CPU per call, c=64", "| p50, c=1 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies",
+		"## A 1 MiB result", "## GATEWAY_WORKERS with a CPU-bound child", "## Where the gateway's CPU and allocations go (pprof)", "/big-memory.png)", "/workers.png)"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("the report has no %q:\n%s", want, report)
 		}

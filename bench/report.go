@@ -142,10 +142,37 @@ func drawCharts(dir, rel string, res results, concs []int, targets []target) (st
 	return md.String(), nil
 }
 
+// chartSet is the Markdown of the charts drawn, by section.
+type chartSet struct{ echo, streams, big, workers string }
+
+// drawAll draws every chart the results have data for into dir, named rel
+// from the report.
+func drawAll(dir, rel string, res results, concs []int, targets []target) (chartSet, error) {
+	var ch chartSet
+	var err error
+	if ch.echo, err = drawCharts(dir, rel, res, concs, targets); err != nil {
+		return ch, err
+	}
+	if ch.streams, err = drawStreamChart(dir, rel, res.Streams); err != nil {
+		return ch, err
+	}
+	if res.Big != nil {
+		if ch.big, err = drawBig(dir, rel, *res.Big); err != nil {
+			return ch, err
+		}
+	}
+	if res.Workers != nil {
+		if ch.workers, err = drawWorkers(dir, rel, *res.Workers); err != nil {
+			return ch, err
+		}
+	}
+	return ch, nil
+}
+
 // render writes the report: what was measured and how, the charts, the
 // tables, and the ratios the targets are judged by; then the stream
 // workloads, with their chart.
-func render(res results, concs []int, targets []target, charts, streamChart string) []byte {
+func render(res results, concs []int, targets []target, ch chartSet) []byte {
 	sum := summarize(res)
 	var b bytes.Buffer
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
@@ -164,7 +191,7 @@ func render(res results, concs []int, targets []target, charts, streamChart stri
 	p("closed loop, keep-alive, each of N clients calling as soon as its last call returned. Each figure is the median of the runs; CPU is the server's whole process\n")
 	p("tree (a gateway and its child) from `/proc`, divided by the calls, and the server's own process alone.\n\n")
 
-	b.WriteString(charts)
+	b.WriteString(ch.echo)
 	p("## Echo: throughput, latency, CPU per call\n\n")
 	p("| server | concurrency | calls/s | p50 | p99 | CPU per call | of which the server's own |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, t := range targets {
@@ -210,7 +237,18 @@ func render(res results, concs []int, targets []target, charts, streamChart stri
 		p("\n")
 	}
 	ratios(&b, sum, targets)
-	renderStreams(&b, res.Streams, streamChart)
+	renderStreams(&b, res.Streams, ch.streams)
+	if res.Big != nil {
+		b.Write(renderBig(*res.Big))
+		b.WriteString(ch.big)
+	}
+	if res.Workers != nil {
+		b.Write(renderWorkers(*res.Workers))
+		b.WriteString(ch.workers)
+	}
+	if res.Profiles != nil {
+		b.Write(renderProfiles(*res.Profiles))
+	}
 	return b.Bytes()
 }
 

@@ -14,22 +14,6 @@ import (
 	"time"
 )
 
-// buildGateway builds the gateway into a directory of the test's.
-func buildGateway(t *testing.T) string {
-	t.Helper()
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := filepath.Join(t.TempDir(), "gateway")
-	build := exec.Command("go", "build", "-o", gw, "./cmd/gateway")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the gateway: %v\n%s", err, out)
-	}
-	return gw
-}
-
 // TestScaleWorkloads runs the large-result, workers and profile workloads
 // at small sizes against the real gateway and the real Node child, and
 // checks that what they measured is there and makes sense.

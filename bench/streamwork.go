@@ -145,9 +145,9 @@ func closeAll(hs []*holdStream) {
 	}
 }
 
-// running is streams that send progress until closed, each read by a
+// runningStreams is streams that send progress until closed, each read by a
 // goroutine of its own.
-type running struct {
+type runningStreams struct {
 	hs      []*holdStream
 	ended   atomic.Int64 // streams that ended before they were closed
 	closing atomic.Bool
@@ -160,7 +160,7 @@ type running struct {
 	allMoved chan struct{}
 }
 
-func startRunning(ctx context.Context, s streamServer, n, everyMS, openers int, ids *tags) (*running, error) {
+func startRunning(ctx context.Context, s streamServer, n, everyMS, openers int, ids *tags) (*runningStreams, error) {
 	args := make([]holdArgs, n)
 	callIDs := make([]int64, n)
 	for i := range args {
@@ -171,7 +171,7 @@ func startRunning(ctx context.Context, s streamServer, n, everyMS, openers int, 
 	if err != nil {
 		return nil, err
 	}
-	r := &running{hs: hs, last: make([]int, n), moved: make([]bool, n), allMoved: make(chan struct{})}
+	r := &runningStreams{hs: hs, last: make([]int, n), moved: make([]bool, n), allMoved: make(chan struct{})}
 	for i, h := range hs {
 		r.wg.Go(func() {
 			for {
@@ -195,13 +195,13 @@ func startRunning(ctx context.Context, s streamServer, n, everyMS, openers int, 
 	return r, nil
 }
 
-func (r *running) lastStep(i int) int {
+func (r *runningStreams) lastStep(i int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last[i]
 }
 
-func (r *running) step(i, step int) {
+func (r *runningStreams) step(i, step int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.last[i] = step
@@ -215,14 +215,14 @@ func (r *running) step(i, step int) {
 
 // arm starts watching for every stream to read one more step; allMoved is
 // closed once each has.
-func (r *running) arm() {
+func (r *runningStreams) arm() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.moved)
 	r.pending = len(r.hs)
 }
 
-func (r *running) close() {
+func (r *runningStreams) close() {
 	r.closing.Store(true)
 	closeAll(r.hs)
 	r.wg.Wait()
