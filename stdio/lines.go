@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -50,6 +51,10 @@ type lineReader struct {
 func newLineReader(r io.Reader, max int) *lineReader {
 	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
+
+// collectAfter is the size of line from which reading it ends with a
+// garbage collection (see next).
+const collectAfter = 8 << 20
 
 // Spare is the room left after a line's end in the slice next returns, so
 // that a caller can lengthen a large message a little (a longer id, say)
@@ -98,6 +103,16 @@ func (r *lineReader) next() ([]byte, error) {
 			}
 			parts = nil
 			line = trimEOL(line)
+			if size >= collectAfter {
+				// The pieces are garbage now, as large as the line: left to
+				// the collector's pace, the heap would grow to twice what
+				// was live at this peak (the pieces and the line) before
+				// the next collection, and the next such line would find
+				// that room and fill it again. Collecting once here keeps
+				// the resident set near the line's size, for a few
+				// milliseconds on a line that took far longer to read.
+				runtime.GC()
+			}
 		} else {
 			line = bytes.Clone(trimEOL(chunk))
 		}
