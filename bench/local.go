@@ -113,6 +113,10 @@ func serveFloor(port string) error {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
 			return
 		}
+		if r.URL.Path == "/hold" {
+			serveHold(w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
 		w.Write(answer)

@@ -20,6 +20,7 @@ type streamSummary struct {
 	conc                                               concurrentResult // the run with the median elapsed time, counts summed over every run
 	lost, misrouted, repeated, coalesced, dropped      int              // summed over the runs
 	idleGateway, idleChild, idleStack, idleHeap        float64          // KiB per idle stream
+	idleFloor                                          float64          // KiB per stream a bare net/http handler holds
 	idle                                               idleResult       // the run with the median gateway figure
 	runs                                               int
 }
@@ -44,7 +45,7 @@ func summarizeStreams(s *streamResults) streamSummary {
 	out.relayAlone = medianPair(rs, func(r streamRun) latencySet { return r.RelayAlone })
 	out.relayLoaded = medianPair(rs, func(r streamRun) latencySet { return r.Concurrent.Relay })
 	out.samples, out.relaySamples = rs[0].CancelAlone.N, rs[0].RelayAlone.N
-	var gw, ch, st, hp []float64
+	var gw, ch, st, hp, fl []float64
 	byElapsed := slices.Clone(rs)
 	slices.SortFunc(byElapsed, func(a, b streamRun) int { return int(a.Concurrent.Elapsed - b.Concurrent.Elapsed) })
 	out.conc = byElapsed[len(byElapsed)/2].Concurrent
@@ -60,7 +61,9 @@ func summarizeStreams(s *streamResults) streamSummary {
 		ch = append(ch, i.perStream(i.ChildBefore, i.ChildAfter))
 		st = append(st, i.perStream(i.StackBefore, i.StackAt))
 		hp = append(hp, i.perStream(i.HeapBefore, i.HeapAt))
+		fl = append(fl, i.perStream(i.FloorBefore, i.FloorAfter))
 	}
+	out.idleFloor = median(fl)
 	out.idleGateway, out.idleChild, out.idleStack, out.idleHeap = median(gw), median(ch), median(st), median(hp)
 	byGateway := slices.Clone(rs)
 	slices.SortFunc(byGateway, func(a, b streamRun) int {
@@ -131,7 +134,13 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 			i.GoroutinesAt, i.GoroutinesBefore, mib(i.StackBefore), mib(i.StackAt), x.idleStack)
 		p("| of which heap spans in use (`go_memstats_heap_inuse_bytes`, garbage not yet collected included) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n",
 			mib(i.HeapBefore), mib(i.HeapAt), x.idleHeap)
-		p("| the child (the probe, for comparison) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n\n", mib(i.ChildBefore), mib(i.ChildAfter), x.idleChild)
+		p("| the child (the probe, for comparison) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n", mib(i.ChildBefore), mib(i.ChildAfter), x.idleChild)
+		p("| the floor: a bare net/http handler holding as many SSE answers open (`bench floor`, `/hold`) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n\n", mib(i.FloorBefore), mib(i.FloorAfter), x.idleFloor)
+		if x.idleFloor > 0 {
+			p("The gateway's memory per idle stream is %.2f× the floor's. Each stream is a connection net/http keeps with its\n", x.idleGateway/x.idleFloor)
+			p("buffers and two goroutines (the handler's and its background reader) whatever the handler does: what the floor\n")
+			p("needs is the least any server on net/http can take.\n\n")
+		}
 		p("Closing them all: the child read %d cancellations (it counted %d), and the gateway answered an echo call afterwards: %s.\n\n",
 			i.Cancellations, i.ChildCancelled, map[bool]string{true: "yes", false: "no"}[i.ServedAfter])
 	}

@@ -103,6 +103,9 @@ type idleResult struct {
 	// Where the gateway's memory is, from its /metrics (Go's own counts):
 	// goroutine stacks, and heap spans in use (live and not yet collected).
 	StackBefore, StackAt, HeapBefore, HeapAt int64
+	// The floor (a bare net/http handler holding as many streams, see
+	// idleFloor): its VmRSS before and with them open.
+	FloorBefore, FloorAfter int64
 }
 
 func (r idleResult) perStream(before, after int64) float64 {
@@ -282,7 +285,10 @@ func runStreams(ctx context.Context, gw, self string, sz streamSizes, ids *tags)
 			return err
 		}},
 		{"idle streams", func(g *probeGateway) (err error) {
-			run.Idle, err = idleStreams(ctx, g, sz, ids)
+			if run.Idle, err = idleStreams(ctx, g, sz, ids); err != nil {
+				return err
+			}
+			run.Idle.FloorBefore, run.Idle.FloorAfter, err = idleFloor(ctx, self, sz.Idle, sz.Openers)
 			return err
 		}},
 	}

@@ -78,7 +78,7 @@ func TestStreamWorkloads(t *testing.T) {
 	}
 	i := run.Idle
 	if i.Cancellations != sz.Idle || i.ChildCancelled != sz.Idle || !i.ServedAfter || i.OpenAtPeak-i.StreamsOpenBefore != sz.Idle ||
-		i.GatewayBefore <= 0 || i.GatewayAfter <= 0 || i.ChildAfter <= 0 || i.GoroutinesAt <= i.GoroutinesBefore {
+		i.GatewayBefore <= 0 || i.GatewayAfter <= 0 || i.ChildAfter <= 0 || i.GoroutinesAt <= i.GoroutinesBefore || i.FloorBefore <= 0 || i.FloorAfter <= 0 {
 		t.Errorf("idle: %+v", i)
 	}
 }
