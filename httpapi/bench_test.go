@@ -3,6 +3,7 @@ package httpapi
 import (
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,4 +38,42 @@ func BenchmarkMCPCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// acceptsParsed is accepts as it reads every part with mime.ParseMediaType:
+// what the shortcut for parts without parameters must agree with.
+func acceptsParsed(accept, mediaType string) bool {
+	if strings.TrimSpace(accept) == "" {
+		return true
+	}
+	major, _, _ := strings.Cut(mediaType, "/")
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || params["q"] == "0" {
+			continue
+		}
+		if mt == mediaType || mt == "*/*" || mt == major+"/*" {
+			return true
+		}
+	}
+	return false
+}
+
+func FuzzAccepts(f *testing.F) {
+	for _, s := range []string{"", "application/json, text/event-stream", "TEXT/Event-Stream", "text/*;q=0", "*/*", "text/*",
+		"application/json;q=0.9, text/event-stream;q=0", "a,,b", "text/event-stream/x", " text/event-stream\t", "text/event-stream;", `text/"x"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, accept string) {
+		for _, mt := range []string{"text/event-stream", "application/json"} {
+			if got, want := accepts(accept, mt), acceptsParsed(accept, mt); got != want {
+				t.Fatalf("accepts(%q, %q) = %v, parsing every part says %v", accept, mt, got, want)
+			}
+		}
+		ct := strings.TrimSpace(accept)
+		mt, _, err := mime.ParseMediaType(ct)
+		if got, want := isJSON(ct), err == nil && mt == "application/json"; got != want {
+			t.Fatalf("isJSON(%q) = %v, want %v", ct, got, want)
+		}
+	})
 }

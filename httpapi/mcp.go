@@ -384,6 +384,9 @@ func isRequest(msg []byte) bool {
 }
 
 func isJSON(contentType string) bool {
+	if contentType == "application/json" {
+		return true // as nearly every client sends it; parsing it costs a map
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/json"
 }
@@ -395,8 +398,18 @@ func accepts(accept, mediaType string) bool {
 		return true
 	}
 	major, _, _ := strings.Cut(mediaType, "/")
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+	for part := range strings.SplitSeq(accept, ",") {
+		part = strings.TrimSpace(part)
+		if !strings.ContainsAny(part, ";\"") {
+			// No parameters (no q=0): only the type to compare, which
+			// ParseMediaType would lower-case, at the cost of a map.
+			mt := strings.ToLower(part)
+			if mt == mediaType || mt == "*/*" || mt == major+"/*" {
+				return true
+			}
+			continue
+		}
+		mt, params, err := mime.ParseMediaType(part)
 		if err != nil || params["q"] == "0" {
 			continue
 		}

@@ -53,9 +53,9 @@ func Members(b []byte) ([]Member, error) {
 		}
 		return nil, &NotObjectError{First: b[i]}
 	}
-	// Room for a typical envelope, params or _meta at once: growing from
-	// nil would allocate four times for eight members.
-	out := make([]Member, 0, 8)
+	// Room for a request's envelope, a call's params or its _meta (four
+	// members or fewer) at once: growing from nil allocates three times.
+	out := make([]Member, 0, 4)
 	end, err := s.object(i, 1, func(key string, v Span) { out = append(out, Member{key, v}) })
 	if err != nil {
 		return nil, err
