@@ -162,6 +162,12 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if res.Profiles != nil && o.out != "" {
+		// Named from where the report is, for its readers.
+		if rel, err := relTo(filepath.Dir(o.out), res.Profiles.Dir); err == nil {
+			res.Profiles.Dir = rel
+		}
+	}
 	if o.results != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(o.results, b, 0o644); err != nil {
@@ -197,6 +203,20 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	return os.WriteFile(o.out, report, 0o644)
+}
+
+// relTo is path as seen from dir, with forward slashes.
+func relTo(dir, path string) (string, error) {
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	absPath, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(absDir, absPath)
+	return filepath.ToSlash(rel), err
 }
 
 // measureScale runs the large result (through the gateway and the peers
