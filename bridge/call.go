@@ -114,9 +114,10 @@ type callSpec struct {
 
 // newCall makes a call on ch and arms it: the one place where a call is
 // tied to its client's ctx (for the gateway's own requests, a ctx with
-// their deadline) and given its timers. Whichever fires first aborts the
-// call; a call of the gateway's own is never cancelled toward the child
-// (see exchange.sentOrWanted).
+// their deadline) and given its timer (set for the nearer of its limits).
+// Whichever comes first, the ctx or a limit, aborts the call; a call of
+// the gateway's own is never cancelled toward the child (see
+// exchange.sentOrWanted).
 func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
 	c := &call{b: ch.b, ch: ch, req: spec.req, method: spec.method, params: spec.params, caller: spec.caller,
 		listen: spec.listen, start: time.Now(), idleFor: spec.idle, maxFor: spec.max, slot: spec.slot, onEnd: spec.onEnd,
@@ -264,7 +265,7 @@ func (c *call) isEnded() bool {
 }
 
 // claim wins the right to end the call, for the one ending that comes
-// first: it stops the timers and detaches the client's ctx, and returns
+// first: it stops the timer and detaches the client's ctx, and returns
 // the exchange in flight, which the winner must retire or has taken. It
 // reports false when another ending came first.
 func (c *call) claim() (*exchange, bool) {
@@ -385,7 +386,7 @@ func (c *call) takeSlot() *slot {
 }
 
 // progress relays a progress notification for the call's exchange, with
-// the client's token restored, and restarts the idle timer: a call that
+// the client's token restored, and moves the idle limit: a call that
 // reports progress is alive.
 func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) ProgressFate {
 	if c.token == nil {
@@ -407,7 +408,7 @@ func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) ProgressFate {
 	return ProgressRelayed
 }
 
-// resetIdle restarts the idle timer: the call is alive (it reported
+// resetIdle moves the idle limit from now: the call is alive (it reported
 // progress, or its client is being asked something, or answered).
 func (c *call) resetIdle() {
 	c.mu.Lock()

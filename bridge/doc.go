@@ -76,7 +76,7 @@
 //   - questions.mu: every question for a client, every parked exchange,
 //     every call waiting for a legacy client's answers.
 //   - exchange.mu: its call (nil while parked) and how far its write got.
-//   - call.mu: whether it has ended, its exchange in flight, its timers, its
+//   - call.mu: whether it has ended, its exchange in flight, its timer, its
 //     slot.
 //   - mailbox.mu: what waits for the client.
 //   - toolCache.mu, background.mu: the x-mcp-header cache; the goroutines

@@ -25,7 +25,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 					return
 				}
 				log.Log(r.Context(), level, "http request",
-					"method", r.Method, "path", r.URL.Path, "status", aw.Status(),
+					"method", r.Method, "path", r.URL.Path, "status", aw.status,
 					"bytes", aw.bytes, "dur", time.Since(start).Round(time.Microsecond),
 					"remote", r.RemoteAddr)
 			}()
@@ -34,7 +34,9 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
-// accessWriter counts what a response sends, for the access line.
+// accessWriter counts what a response sends, for the access line: status
+// 0 when nothing was written (a client that left first, or an aborted
+// handler).
 type accessWriter struct {
 	http.ResponseWriter
 	status  int
@@ -57,15 +59,6 @@ func (a *accessWriter) Write(b []byte) (int, error) {
 	n, err := a.ResponseWriter.Write(b)
 	a.bytes += int64(n)
 	return n, err
-}
-
-// Status is the status sent, 200 when the handler wrote nothing (net/http
-// then answers 200).
-func (a *accessWriter) Status() int {
-	if a.status == 0 {
-		return http.StatusOK
-	}
-	return a.status
 }
 
 // Flush keeps SSE working for a handler that asks the writer itself.

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -105,7 +106,8 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 		attrs = append(attrs, slog.Int("code", a.code))
 	}
 	attrs = append(attrs, slog.Duration("dur", time.Since(start).Round(time.Microsecond)), slog.Int("bytes_in", in),
-		slog.Int64("bytes_out", a.bytes), slog.String("remote", r.RemoteAddr))
+		slog.Int64("bytes_out", a.bytes), slog.String("path", clip(r.URL.Path)),
+		slog.String("remote", clientlimit.Addr(r, h.opts.TrustedProxies)))
 	h.log.LogAttrs(r.Context(), slog.LevelInfo, "audit", attrs...)
 }
 

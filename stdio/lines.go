@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -44,8 +46,9 @@ var ErrBroken = errors.New("stdio: child stdin broken")
 var ErrStalled = errors.New("stdio: child is not reading its stdin")
 
 type lineReader struct {
-	br  *bufio.Reader
-	max int
+	br         *bufio.Reader
+	max        int
+	collecting atomic.Bool // a collection after a large line runs (see collect)
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
@@ -103,16 +106,7 @@ func (r *lineReader) next() ([]byte, error) {
 			}
 			parts = nil
 			line = trimEOL(line)
-			if size >= collectAfter {
-				// The pieces are garbage now, as large as the line: left to
-				// the collector's pace, the heap would grow to twice what
-				// was live at this peak (the pieces and the line) before
-				// the next collection, and the next such line would find
-				// that room and fill it again. Collecting once here keeps
-				// the resident set near the line's size, for a few
-				// milliseconds on a line that took far longer to read.
-				runtime.GC()
-			}
+			r.collect(size)
 		} else {
 			line = bytes.Clone(trimEOL(chunk))
 		}
@@ -129,6 +123,31 @@ func (r *lineReader) next() ([]byte, error) {
 		}
 		parts, size = nil, 0 // an empty line: skip it
 	}
+}
+
+// collect starts a garbage collection after a line of size bytes, read in
+// pieces that are garbage now, when the line is a large part of the heap.
+// Left to the collector's pace, the heap would grow to twice what was live
+// at the line's peak (its pieces and itself) before the next collection,
+// and the next such line would find that room and fill it again; one
+// collection now keeps the resident set near the line's size. It runs on
+// a goroutine of its own, never holding up the reader, one at a time; and
+// not when the heap is large beside the line (thousands of open streams),
+// where a collection would cost more than the line and save little.
+func (r *lineReader) collect(size int) {
+	if size < collectAfter || !r.collecting.CompareAndSwap(false, true) {
+		return
+	}
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	if live[0].Value.Kind() == metrics.KindUint64 && live[0].Value.Uint64() > 4*uint64(size) {
+		r.collecting.Store(false)
+		return
+	}
+	go func() {
+		defer r.collecting.Store(false)
+		runtime.GC()
+	}()
 }
 
 func trimEOL(b []byte) []byte {
@@ -199,16 +218,24 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 		committed = off > 0 // the first byte is out
 		abandoned bool      // ctx ended before that
 		resumed   bool      // a write cut by ctx after the first byte was taken up again
+		over      bool      // this call has returned: the watch on ctx must not touch stdin
 	)
 	stop := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if !committed {
+		if !committed && !over {
 			abandoned = true
 			_ = p.stdin.SetWriteDeadline(time.Unix(1, 0))
 		}
 	})
 	defer stop()
+	// stop does not wait for a watch already running: one that ran late
+	// would cut the next message's write. It sees over, under mu.
+	defer func() {
+		mu.Lock()
+		over = true
+		mu.Unlock()
+	}()
 
 	for off <= len(msg) {
 		buf := msg[off:min(off+piece, len(msg))]
@@ -257,8 +284,9 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 }
 
 // tryWrite writes what the pipe takes of b now, without waiting, and
-// reports how much that was (0 when it is full, or on an error, which the
-// waiting write then meets again).
+// reports how much that was: 0 when the pipe is full, on an error (which
+// the waiting write meets again), or when a write deadline left on stdin
+// has passed (the waiting write sets its own).
 func (p *Process) tryWrite(b []byte) int {
 	n := 0
 	err := p.stdinRaw.Write(func(fd uintptr) bool {

@@ -83,8 +83,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		usage(stderr)
 		return fmt.Errorf("configuration: %w", err)
 	}
+	// From here on everything for stderr goes through the sink, so that
+	// the usage text cannot overtake a log line written before it.
 	sink := newLogSink(stderr)
 	defer sink.Close()
+	stderr = sink
 	log := cfg.logger(sink)
 	argv, err := childCommand(cfg, childArgs, log)
 	if err != nil {
