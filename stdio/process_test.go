@@ -453,21 +453,28 @@ func TestWriteToChildThatDoesNotRead(t *testing.T) {
 // off deadlines.
 func pipeSize(t *testing.T, f *os.File) int {
 	const fGetPipeSz = 1032
+	var n uintptr
+	control(t, f, func(fd uintptr) (errno syscall.Errno) {
+		n, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, fGetPipeSz, 0)
+		return errno
+	})
+	return int(n)
+}
+
+// control runs a system call on f's descriptor.
+func control(t *testing.T, f *os.File, call func(fd uintptr) syscall.Errno) {
+	t.Helper()
 	rc, err := f.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n uintptr
 	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
-		n, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, fGetPipeSz, 0)
-	}); err != nil {
+	if err := rc.Control(func(fd uintptr) { errno = call(fd) }); err != nil {
 		t.Fatal(err)
 	}
 	if errno != 0 {
 		t.Fatal(errno)
 	}
-	return int(n)
 }
 
 // A line the pipe takes only part of at once: the part goes out without
@@ -517,20 +524,11 @@ func TestLineFinishedAfterPartialWrite(t *testing.T) {
 
 // queued is how many bytes wait in the pipe (FIONREAD).
 func queued(t *testing.T, f *os.File) int {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int32
-	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
+	control(t, f, func(fd uintptr) (errno syscall.Errno) {
 		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if errno != 0 {
-		t.Fatal(errno)
-	}
+		return errno
+	})
 	return int(n)
 }
 
