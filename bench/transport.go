@@ -37,6 +37,11 @@ type rawConn struct {
 const maxRawBody = 64 << 20
 
 func (t *rawTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := req.Context().Err(); err != nil {
+		// A watch on a ctx that is over fires on a goroutine of its own,
+		// which a quick exchange can beat: refuse before starting one.
+		return nil, err
+	}
 	var body []byte
 	if req.Body != nil {
 		var err error
