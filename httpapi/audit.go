@@ -108,7 +108,11 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	attrs = append(attrs, slog.Duration("dur", time.Since(start).Round(time.Microsecond)), slog.Int("bytes_in", in),
 		slog.Int64("bytes_out", a.bytes), slog.String("path", clip(r.URL.Path)),
 		slog.String("remote", clientlimit.Addr(r, h.opts.TrustedProxies)))
-	h.log.LogAttrs(r.Context(), slog.LevelInfo, "audit", attrs...)
+	// A record of its own: Logger.LogAttrs would also walk the stack for
+	// the caller's position, which no handler here prints, on every call.
+	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "audit", 0)
+	rec.AddAttrs(attrs...)
+	_ = h.log.Handler().Handle(r.Context(), rec)
 }
 
 // maxLogged bounds a name the audit line repeats from the request: a name
