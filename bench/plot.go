@@ -49,8 +49,9 @@ func seriesColour(i int) color.RGBA {
 // A chart is a drawn canvas and where its plot area ended up.
 type chart struct {
 	*canvas
-	plot image.Rectangle // the data area: bars stand on its bottom edge
-	y    yScale
+	plot  image.Rectangle // the data area: bars stand on its bottom edge
+	y     yScale
+	empty bool // nothing to draw: the chart says so
 }
 
 // barChart draws grouped bars: one group per label on the x axis, one bar
@@ -123,20 +124,30 @@ func valueRange(ss []series) (lo, hi float64) {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-func renderBars(title, unit string, labels []string, ss []series, logScale bool) (*chart, error) {
-	skipped, err := check(len(labels), ss, func(i int) string { return labels[i] })
-	if err != nil {
-		return nil, err
+// startChart checks the series against n x positions (at names one),
+// and draws the canvas and title; a chart with nothing to show is done
+// then (empty, saying so).
+func startChart(title string, n int, ss []series, at func(int) string) (c *chart, top int, skipped []string, err error) {
+	if skipped, err = check(n, ss, at); err != nil {
+		return nil, 0, nil, err
 	}
 	cv, err := newCanvas()
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
-	c := &chart{canvas: cv}
-	top := c.heading(title)
-	if len(ss) == 0 || len(labels) == 0 {
+	c = &chart{canvas: cv}
+	top = c.heading(title)
+	if len(ss) == 0 || n == 0 {
 		c.noData()
-		return c, nil
+		c.empty = true
+	}
+	return c, top, skipped, nil
+}
+
+func renderBars(title, unit string, labels []string, ss []series, logScale bool) (*chart, error) {
+	c, top, skipped, err := startChart(title, len(labels), ss, func(i int) string { return labels[i] })
+	if err != nil || c.empty {
+		return c, err
 	}
 	top += c.legend(ss, top, 12, func(i, x, y, h int) {
 		c.fill(image.Rect(x, y+(h-11)/2, x+11, y+(h-11)/2+11), seriesColour(i))
@@ -234,21 +245,11 @@ func renderLines(title, xLabel, unit string, xs []float64, ss []series, logX boo
 			return nil, fmt.Errorf("x values must increase: %g after %g", x, xs[i-1])
 		}
 	}
-	skipped, err := check(len(xs), ss, func(i int) string {
+	c, top, skipped, err := startChart(title, len(xs), ss, func(i int) string {
 		return strings.TrimSpace(xLabel + " " + xTick(xs[i]))
 	})
-	if err != nil {
-		return nil, err
-	}
-	cv, err := newCanvas()
-	if err != nil {
-		return nil, err
-	}
-	c := &chart{canvas: cv}
-	top := c.heading(title)
-	if len(ss) == 0 || len(xs) == 0 {
-		c.noData()
-		return c, nil
+	if err != nil || c.empty {
+		return c, err
 	}
 	top += c.legend(ss, top, 26, func(i, x, y, h int) {
 		mid := float64(y) + float64(h)/2
