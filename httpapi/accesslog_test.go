@@ -1,10 +1,15 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A call logs one line at info, its audit line (with the path and the
@@ -40,4 +45,60 @@ func TestOneLinePerCallAtInfo(t *testing.T) {
 	if len(access) != 1 || access[0]["status"] != float64(http.StatusUnauthorized) || access[0]["level"] != "INFO" {
 		t.Errorf("want one access line at info, for the refused request (401): %v", access)
 	}
+}
+
+// An answer leaves before the audit line is written: a log handler that
+// holds the audit record until the client has read the whole answer must
+// not hold the answer back.
+func TestAnswerLeavesBeforeItsAuditLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, path, body string }{
+		{"mcp", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`},
+		{"rest", "/v1/tools/echo", `{"text":"hi"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			read := make(chan struct{})
+			h := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(holdAudit{slog.NewTextHandler(io.Discard, nil), read})})
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json")
+			req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", "echo")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				close(read)
+				t.Fatalf("the answer waited for its audit line: %v", err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			close(read)
+			if err != nil || resp.StatusCode != http.StatusOK || len(body) == 0 {
+				t.Fatalf("status %d, %q, %v", resp.StatusCode, body, err)
+			}
+		})
+	}
+}
+
+// holdAudit is a log handler that holds each audit record until read is
+// closed.
+type holdAudit struct {
+	slog.Handler
+	read chan struct{}
+}
+
+func (h holdAudit) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "audit" {
+		<-h.read
+	}
+	return h.Handler.Handle(ctx, r)
 }
