@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // A call logs one line at info, its audit line (with the path and the
@@ -49,22 +52,27 @@ func TestOneLinePerCallAtInfo(t *testing.T) {
 
 // An answer leaves before the audit line is written: a log handler that
 // holds the audit record until the client has read the whole answer must
-// not hold the answer back.
+// not hold the answer back. Errors too.
 func TestAnswerLeavesBeforeItsAuditLine(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ name, path, body string }{
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+	}{
 		{"mcp", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` +
-			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`},
-		{"rest", "/v1/tools/echo", `{"text":"hi"}`},
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, http.StatusOK},
+		{"rest", "/v1/tools/echo", `{"text":"hi"}`, http.StatusOK},
+		{"rest error", "/v1/tools/nope", `{}`, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			read := make(chan struct{})
-			h := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(holdAudit{slog.NewTextHandler(io.Discard, nil), read})})
+			hold := holdAudit{slog.NewTextHandler(io.Discard, nil), make(chan struct{}), make(chan struct{}, 1)}
+			h := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(hold)})
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
+			defer close(hold.read)
 			req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+tc.path, strings.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
@@ -76,29 +84,80 @@ func TestAnswerLeavesBeforeItsAuditLine(t *testing.T) {
 			req.Header.Set("Mcp-Name", "echo")
 			resp, err := srv.Client().Do(req)
 			if err != nil {
-				close(read)
 				t.Fatalf("the answer waited for its audit line: %v", err)
 			}
 			body, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			close(read)
-			if err != nil || resp.StatusCode != http.StatusOK || len(body) == 0 {
-				t.Fatalf("status %d, %q, %v", resp.StatusCode, body, err)
+			if err != nil || resp.StatusCode != tc.status || len(body) == 0 {
+				t.Fatalf("got status %d, %q, %v; want %d with a body", resp.StatusCode, body, err, tc.status)
+			}
+			select {
+			case <-hold.held: // the answer was read while its audit line was held
+			case <-ctx.Done():
+				t.Fatal("no audit line came for the call")
 			}
 		})
 	}
 }
 
 // holdAudit is a log handler that holds each audit record until read is
-// closed.
+// closed, and says on held that it holds one.
 type holdAudit struct {
 	slog.Handler
 	read chan struct{}
+	held chan struct{}
 }
 
 func (h holdAudit) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == "audit" {
+		select {
+		case h.held <- struct{}{}:
+		default:
+		}
 		<-h.read
 	}
 	return h.Handler.Handle(ctx, r)
+}
+
+// A client that closes its connection once it has the whole answer (as
+// curl does) has not left early: now that answers leave before the audit
+// line, its call is still "ok". One that went before the answer reached it
+// is "client_gone".
+func TestAuditAnsweredCallIsNotClientGone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		answer  bool
+		outcome string
+	}{{"answered", true, "ok"}, {"gone first", false, "client_gone"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			opts := Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+			opts.defaults()
+			h := &handlers{opts: opts, log: opts.Logger}
+			msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, err := mcp.Read(msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			r := httptest.NewRequestWithContext(ctx, "POST", "/mcp", nil)
+			a := &audited{ResponseWriter: httptest.NewRecorder()}
+			if tc.answer {
+				writeJSON(a, http.StatusOK, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+			}
+			cancel() // the client closes its connection
+			h.audit(r, req, a, 0, time.Now())
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(logs.String()), &rec); err != nil {
+				t.Fatalf("audit line %q: %v", logs.String(), err)
+			}
+			if rec["outcome"] != tc.outcome {
+				t.Errorf("got outcome %v, want %s", rec["outcome"], tc.outcome)
+			}
+		})
+	}
 }

@@ -16,10 +16,11 @@ import (
 // payload is kept.
 type audited struct {
 	http.ResponseWriter
-	status  int
-	bytes   int64
-	code    int  // the JSON-RPC error code of the answer, 0 for a result
-	gateway bool // the gateway made that error, not the child
+	status   int
+	bytes    int64
+	code     int  // the JSON-RPC error code of the answer, 0 for a result
+	gateway  bool // the gateway made that error, not the child
+	answered bool // the whole answer reached the connection
 }
 
 func (a *audited) WriteHeader(status int) {
@@ -56,6 +57,23 @@ func childError(w http.ResponseWriter, code int) {
 	}
 }
 
+// markAnswered notes, on the writer that is audited, that the whole answer
+// reached the connection: a client that goes once it has it did not leave
+// early.
+func markAnswered(w http.ResponseWriter) {
+	if a, ok := w.(*audited); ok {
+		a.answered = true
+	}
+}
+
+// sendNow flushes an answer written in full, so that what runs after it
+// (the audit line, the access log, the metrics) does not hold it back.
+func sendNow(w http.ResponseWriter) {
+	if http.NewResponseController(w).Flush() == nil {
+		markAnswered(w)
+	}
+}
+
 // audit logs one line for a call once it has ended: who made it (never
 // their credential), what it used, how it ended, how long it took and the
 // bytes each way.
@@ -73,7 +91,7 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 		}
 	case a.code != 0:
 		outcome = "error"
-	case r.Context().Err() != nil:
+	case r.Context().Err() != nil && !a.answered:
 		outcome = "client_gone" // it left before its answer was written
 	}
 	h.opts.Meter.CallAudited(callerOf(r.Context()).label(), outcome)

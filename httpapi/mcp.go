@@ -247,7 +247,9 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call,
 		switch {
 		case err == nil:
 			childError(w, c.ErrorCode())
-			_ = sse.event(resp)
+			if sse.event(resp) == nil {
+				markAnswered(w)
+			}
 		case errors.Is(context.Cause(r.Context()), errCredentialsEnded):
 			// The client is still there: it is told why its stream ends.
 			gatewayError(w, jsonrpc.CodeUnauthorized)

@@ -118,6 +118,7 @@ func writeProblem(w http.ResponseWriter, p *problem) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
 	w.Write(body)
+	sendNow(w)
 }
 
 // problemFor turns an error the gateway made, answered with status, into

@@ -256,7 +256,9 @@ func (h *handlers) restStream(w http.ResponseWriter, r *http.Request, ctx contex
 			_ = sse.named("error", p.body())
 			return
 		}
-		_ = sse.named("result", result)
+		if sse.named("result", result) == nil {
+			markAnswered(w)
+		}
 	})
 }
 

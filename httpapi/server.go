@@ -309,17 +309,15 @@ func (h *handlers) notFound(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "not found: the MCP endpoint is POST /mcp, the REST API is under /v1 (see /openapi.yaml)", http.StatusNotFound)
 }
 
-// writeJSON answers with body and sends it at once: what runs after it
-// (the audit line, the access log, the metrics) does not hold the answer
-// back. With its length known, the headers and the body still leave in
-// one write, as they would at the end of the handler.
+// writeJSON answers with body and sends it at once (sendNow). Its length
+// is known, so the flush sends what the end of the handler would have.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(body)
-	_ = http.NewResponseController(w).Flush()
+	sendNow(w)
 }
 
 // closeAfterChunked ends the connection after the answer to a request with
