@@ -247,7 +247,7 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call,
 		switch {
 		case err == nil:
 			childError(w, c.ErrorCode())
-			if sse.event(resp) == nil {
+			if sse.event(resp) == nil && sse.flush() == nil {
 				markAnswered(w)
 			}
 		case errors.Is(context.Cause(r.Context()), errCredentialsEnded):
@@ -272,9 +272,10 @@ type streamed interface {
 
 // relay answers with an SSE stream of a call: first, then each message
 // the call gives, through send, with keep-alive comments on a quiet
-// stream; once the call is done, end writes the last event. Only this
-// goroutine writes to w. A client that stops taking the stream ends it,
-// and so the call (its context is the request's).
+// stream; once the call is done, end writes the last event. The messages
+// taken together are flushed together. Only this goroutine writes to w. A
+// client that stops taking the stream ends it, and so the call (its
+// context is the request's).
 func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, first [][]byte, send func(*sseWriter, []byte) error, end func(sse *sseWriter, resp []byte, err error)) {
 	h.opts.Meter.StreamOpened()
 	defer h.opts.Meter.StreamClosed()
@@ -292,13 +293,21 @@ func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, fir
 			return
 		}
 	}
+	if err := sse.flush(); err != nil {
+		gone(err)
+		return
+	}
 	keepAlive := time.NewTicker(h.opts.KeepAlive)
 	defer keepAlive.Stop()
 	for {
 		select {
 		case <-c.Wake():
 		case <-keepAlive.C:
-			if err := sse.comment("keep-alive"); err != nil {
+			err := sse.comment("keep-alive")
+			if err == nil {
+				err = sse.flush()
+			}
+			if err != nil {
 				gone(err)
 				return
 			}
@@ -313,6 +322,11 @@ func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, fir
 		}
 		if done {
 			end(sse, resp, err)
+			_ = sse.flush() // the last event, if end did not flush it
+			return
+		}
+		if err := sse.flush(); err != nil {
+			gone(err)
 			return
 		}
 	}

@@ -256,7 +256,7 @@ func (h *handlers) restStream(w http.ResponseWriter, r *http.Request, ctx contex
 			_ = sse.named("error", p.body())
 			return
 		}
-		if sse.named("result", result) == nil {
+		if sse.named("result", result) == nil && sse.flush() == nil {
 			markAnswered(w)
 		}
 	})

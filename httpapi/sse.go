@@ -6,13 +6,16 @@ import (
 	"time"
 )
 
-// sseWriter writes a Server-Sent Events response by hand: each event is one
-// Write followed by a Flush, and each write has a deadline, so a client that
-// stops reading is noticed instead of holding the call forever.
+// sseWriter writes a Server-Sent Events response by hand. Events are
+// written, then flushed together: what the child said at once leaves in one
+// write to the client, not one per event. Writing and flushing have a
+// deadline, so a client that stops reading is noticed instead of holding
+// the call forever.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	armed   bool // something was written since the last flush, under a deadline set then
 }
 
 func newSSE(w http.ResponseWriter, timeout time.Duration) *sseWriter {
@@ -27,10 +30,13 @@ func (s *sseWriter) open() error {
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	s.w.WriteHeader(http.StatusOK)
-	return s.comment("stream open")
+	if err := s.comment("stream open"); err != nil {
+		return err
+	}
+	return s.flush()
 }
 
-// event sends one JSON-RPC message as the data of one event. The message is
+// event writes one JSON-RPC message as the data of one event. The message is
 // a single line (stdio framing guarantees it), so it needs one data field.
 // It goes out in three writes rather than being copied into one buffer: a
 // tool result may be tens of megabytes.
@@ -50,24 +56,38 @@ func oneLine(msg []byte) []byte {
 	return bytes.ReplaceAll(msg, []byte{'\r'}, []byte{' '})
 }
 
-// named sends one event of the REST API: its name, then data (a single
+// named writes one event of the REST API: its name, then data (a single
 // line of JSON).
 func (s *sseWriter) named(event string, data []byte) error {
 	return s.send([]byte("event: "+event+"\ndata: "), oneLine(data), []byte("\n\n"))
 }
 
-// comment sends an SSE comment, which clients ignore; it keeps idle
+// comment writes an SSE comment, which clients ignore; it keeps idle
 // connections from being closed by intermediaries.
 func (s *sseWriter) comment(text string) error {
 	return s.send([]byte(": " + text + "\n\n"))
 }
 
+// send writes parts; the first write after a flush sets the deadline for
+// them and for the flush that follows.
 func (s *sseWriter) send(parts ...[]byte) error {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	if !s.armed {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+		s.armed = true
+	}
 	for _, p := range parts {
 		if _, err := s.w.Write(p); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// flush sends what was written since the last flush, if anything was.
+func (s *sseWriter) flush() error {
+	if !s.armed {
+		return nil
+	}
+	s.armed = false
 	return s.rc.Flush()
 }
