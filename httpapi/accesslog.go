@@ -62,7 +62,13 @@ func (a *accessWriter) Write(b []byte) (int, error) {
 }
 
 // Flush keeps SSE working for a handler that asks the writer itself.
-func (a *accessWriter) Flush() { _ = http.NewResponseController(a.ResponseWriter).Flush() }
+func (a *accessWriter) Flush() { _ = a.FlushError() }
+
+// FlushError is the flush http.ResponseController makes: a failed one
+// says so.
+func (a *accessWriter) FlushError() error {
+	return http.NewResponseController(a.ResponseWriter).Flush()
+}
 
 // Unwrap lets http.ResponseController reach the connection through the
 // wrapper.

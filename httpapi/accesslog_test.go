@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
+	"github.com/stdiomcp/gateway/metrics"
 )
 
 // A call logs one line at info, its audit line (with the path and the
@@ -145,7 +147,7 @@ func TestAuditAnsweredCallIsNotClientGone(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			r := httptest.NewRequestWithContext(ctx, "POST", "/mcp", nil)
-			a := &audited{ResponseWriter: httptest.NewRecorder()}
+			a := newAudited(httptest.NewRecorder(), r)
 			if tc.answer {
 				writeJSON(a, http.StatusOK, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
 			}
@@ -161,3 +163,138 @@ func TestAuditAnsweredCallIsNotClientGone(t *testing.T) {
 		})
 	}
 }
+
+// End to end: a client that goes before its answer is audited
+// "client_gone"; one that reads its whole answer and then closes is "ok".
+func TestAuditOutcomeOfAClientThatCloses(t *testing.T) {
+	t.Parallel()
+	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` +
+		`"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	post := func(ctx context.Context, srv *httptest.Server) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/mcp", strings.NewReader(call))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "echo")
+		return srv.Client().Do(req)
+	}
+	outcome := func(t *testing.T, outcomes chan string) string {
+		t.Helper()
+		select {
+		case o := <-outcomes:
+			return o
+		case <-time.After(10 * time.Second):
+			t.Fatal("no audit line")
+			return ""
+		}
+	}
+	t.Run("gone first", func(t *testing.T) {
+		t.Parallel()
+		f, outcomes := newFake(), make(chan string, 1)
+		srv := newServer(t, f, Options{Logger: slog.New(auditTap{outcomes})})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if resp, err := post(ctx, srv); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		c := f.next(t)
+		cancel() // the client closes its connection before any answer
+		<-done
+		c.waitEnded(t)
+		if got := outcome(t, outcomes); got != "client_gone" {
+			t.Errorf("got outcome %q, want client_gone", got)
+		}
+	})
+	t.Run("answered, then closed", func(t *testing.T) {
+		t.Parallel()
+		f, outcomes := newFake(), make(chan string, 1)
+		srv := newServer(t, f, Options{Logger: slog.New(auditTap{outcomes})})
+		go func() {
+			c := f.next(t)
+			c.note(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}`)
+			c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), nil)
+		}()
+		resp, err := post(t.Context(), srv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Client().CloseIdleConnections() // and its connection with it
+		if err != nil || !strings.Contains(string(body), `"result"`) {
+			t.Fatalf("got %q, %v; want the stream with its answer", body, err)
+		}
+		if got := outcome(t, outcomes); got != "ok" {
+			t.Errorf("got outcome %q, want ok", got)
+		}
+	})
+}
+
+// auditTap is a log handler that hands over each audit line's outcome.
+type auditTap struct{ outcomes chan string }
+
+func (auditTap) Enabled(context.Context, slog.Level) bool { return true }
+func (a auditTap) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "audit" {
+		r.Attrs(func(at slog.Attr) bool {
+			if at.Key == "outcome" {
+				a.outcomes <- at.Value.String()
+			}
+			return true
+		})
+	}
+	return nil
+}
+func (a auditTap) WithAttrs([]slog.Attr) slog.Handler { return a }
+func (a auditTap) WithGroup(string) slog.Handler      { return a }
+
+// A flush that fails says so through every wrapper of the chain (the
+// access log's, the metrics', the audit's): a stream whose client cannot
+// take it ends, and says why.
+func TestFailedFlushReachesTheStream(t *testing.T) {
+	t.Parallel()
+	lines := make(chan string, 16)
+	h := New(instantBackend{tools: toolList(allTools...)}, Options{Meter: metrics.New(1), Logger: slog.New(lineTap{lines})})
+	req := httptest.NewRequest("POST", "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},`+
+		`"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "echo")
+	h.ServeHTTP(failingFlush{httptest.NewRecorder()}, req)
+	close(lines)
+	for l := range lines {
+		if strings.HasPrefix(l, "client stopped taking the stream") {
+			return
+		}
+	}
+	t.Error("got no word of the failed flush, want the stream ended for it")
+}
+
+// failingFlush is a response writer whose flushes fail, as they do once
+// the client is gone.
+type failingFlush struct{ *httptest.ResponseRecorder }
+
+func (failingFlush) FlushError() error { return errors.New("connection reset by peer") }
+
+// lineTap is a log handler that hands over each line's message.
+type lineTap struct{ lines chan string }
+
+func (lineTap) Enabled(context.Context, slog.Level) bool { return true }
+func (l lineTap) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case l.lines <- r.Message:
+	default:
+	}
+	return nil
+}
+func (l lineTap) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l lineTap) WithGroup(string) slog.Handler      { return l }

@@ -18,9 +18,14 @@ type audited struct {
 	http.ResponseWriter
 	status   int
 	bytes    int64
-	code     int  // the JSON-RPC error code of the answer, 0 for a result
-	gateway  bool // the gateway made that error, not the child
-	answered bool // the whole answer reached the connection
+	code     int             // the JSON-RPC error code of the answer, 0 for a result
+	gateway  bool            // the gateway made that error, not the child
+	answered bool            // the whole answer reached the connection before the client left
+	left     <-chan struct{} // closed once the client is gone (the request's context)
+}
+
+func newAudited(w http.ResponseWriter, r *http.Request) *audited {
+	return &audited{ResponseWriter: w, left: r.Context().Done()}
 }
 
 func (a *audited) WriteHeader(status int) {
@@ -58,11 +63,16 @@ func childError(w http.ResponseWriter, code int) {
 }
 
 // markAnswered notes, on the writer that is audited, that the whole answer
-// reached the connection: a client that goes once it has it did not leave
-// early.
+// reached the connection, unless the client was gone by then (a write to a
+// closed connection may still succeed): one that goes once it has its
+// answer did not leave early.
 func markAnswered(w http.ResponseWriter) {
 	if a, ok := w.(*audited); ok {
-		a.answered = true
+		select {
+		case <-a.left:
+		default:
+			a.answered = true
+		}
 	}
 }
 
@@ -92,7 +102,7 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	case a.code != 0:
 		outcome = "error"
 	case r.Context().Err() != nil && !a.answered:
-		outcome = "client_gone" // it left before its answer was written
+		outcome = "client_gone" // it left before its whole answer reached the connection
 	}
 	h.opts.Meter.CallAudited(callerOf(r.Context()).label(), outcome)
 	markAudited(a.ResponseWriter)

@@ -50,7 +50,7 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg.Kind == jsonrpc.KindRequest {
-		a := &audited{ResponseWriter: w}
+		a := newAudited(w, r)
 		defer h.audit(r, req, a, len(body), time.Now())
 		w = a
 	}
@@ -247,9 +247,7 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call,
 		switch {
 		case err == nil:
 			childError(w, c.ErrorCode())
-			if sse.event(resp) == nil && sse.flush() == nil {
-				markAnswered(w)
-			}
+			_ = sse.event(resp)
 		case errors.Is(context.Cause(r.Context()), errCredentialsEnded):
 			// The client is still there: it is told why its stream ends.
 			gatewayError(w, jsonrpc.CodeUnauthorized)
@@ -322,7 +320,9 @@ func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, fir
 		}
 		if done {
 			end(sse, resp, err)
-			_ = sse.flush() // the last event, if end did not flush it
+			if wrote := sse.pending; sse.flush() == nil && wrote {
+				markAnswered(w) // whichever last event end wrote
+			}
 			return
 		}
 		if err := sse.flush(); err != nil {

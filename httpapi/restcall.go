@@ -67,7 +67,7 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, err.Error()))
 		return
 	}
-	a := &audited{ResponseWriter: w}
+	a := newAudited(w, r)
 	defer h.audit(r, req, a, len(args), time.Now())
 	w = a
 	if !h.authorize(w, r, req) {
@@ -256,9 +256,7 @@ func (h *handlers) restStream(w http.ResponseWriter, r *http.Request, ctx contex
 			_ = sse.named("error", p.body())
 			return
 		}
-		if sse.named("result", result) == nil && sse.flush() == nil {
-			markAnswered(w)
-		}
+		_ = sse.named("result", result)
 	})
 }
 

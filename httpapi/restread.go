@@ -226,7 +226,7 @@ func (h *handlers) hasPrompt(w http.ResponseWriter, r *http.Request, name string
 // restOnce makes one call and answers with its result as it came, or a
 // problem (passed through edit, when there is one).
 func (h *handlers) restOnce(w http.ResponseWriter, r *http.Request, req *mcp.Request, edit func(*problem) *problem) {
-	a := &audited{ResponseWriter: w}
+	a := newAudited(w, r)
 	defer h.audit(r, req, a, 0, time.Now())
 	w = a
 	if !h.authorize(w, r, req) {

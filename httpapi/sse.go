@@ -8,14 +8,14 @@ import (
 
 // sseWriter writes a Server-Sent Events response by hand. Events are
 // written, then flushed together: what the child said at once leaves in one
-// write to the client, not one per event. Writing and flushing have a
-// deadline, so a client that stops reading is noticed instead of holding
-// the call forever.
+// write to the client, not one per event. Each event's writes, and the
+// flush after the last, have a deadline, so a client that stops reading is
+// noticed instead of holding the call forever.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
-	armed   bool // something was written since the last flush, under a deadline set then
+	pending bool // something was written since the last flush
 }
 
 func newSSE(w http.ResponseWriter, timeout time.Duration) *sseWriter {
@@ -68,13 +68,11 @@ func (s *sseWriter) comment(text string) error {
 	return s.send([]byte(": " + text + "\n\n"))
 }
 
-// send writes parts; the first write after a flush sets the deadline for
-// them and for the flush that follows.
+// send writes parts under a deadline of their own (a large event may go
+// to the connection at once), which the next flush keeps.
 func (s *sseWriter) send(parts ...[]byte) error {
-	if !s.armed {
-		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
-		s.armed = true
-	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	s.pending = true
 	for _, p := range parts {
 		if _, err := s.w.Write(p); err != nil {
 			return err
@@ -85,9 +83,9 @@ func (s *sseWriter) send(parts ...[]byte) error {
 
 // flush sends what was written since the last flush, if anything was.
 func (s *sseWriter) flush() error {
-	if !s.armed {
+	if !s.pending {
 		return nil
 	}
-	s.armed = false
+	s.pending = false
 	return s.rc.Flush()
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +30,10 @@ func TestRelayFlushesWhatItTakesTogetherOnce(t *testing.T) {
 	c.mu.Unlock()
 	w := &flushCounter{ResponseRecorder: httptest.NewRecorder(), flushes: make(chan string, 16)}
 	done := make(chan struct{})
+	t.Cleanup(func() {
+		c.finish(nil, errors.New("the test is over"))
+		<-done
+	})
 	go func() {
 		defer close(done)
 		h.relay(w, httptest.NewRequest("POST", "/mcp", nil), c, nil, (*sseWriter).event, func(sse *sseWriter, resp []byte, err error) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 )
 
 // other stands for a route or method outside the known few: labels take
@@ -21,17 +20,41 @@ const other = "other"
 func (m *Metrics) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		ww := &statusWriter{ResponseWriter: w}
 		// Deferred, so that a handler that aborts its response (a client
 		// gone mid-stream) is counted too.
 		defer func() {
 			route, method := routeOf(r), methodOf(r.Method)
-			m.requests.WithLabelValues(route, method, codeOf(ww.Status())).Inc()
+			m.requests.WithLabelValues(route, method, codeOf(ww.status)).Inc()
 			m.durations.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(ww, r)
 	})
 }
+
+// statusWriter keeps the status a handler sends. Flushes and deadlines
+// reach the connection through Unwrap (http.ResponseController), so that
+// a flush that fails says so.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 && code >= 200 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func routeOf(r *http.Request) string {
 	if rc := chi.RouteContext(r.Context()); rc != nil {
