@@ -61,8 +61,7 @@ func TestAnswerLeavesBeforeItsAuditLine(t *testing.T) {
 		name, path, body string
 		status           int
 	}{
-		{"mcp", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` +
-			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, http.StatusOK},
+		{"mcp", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` + modernMeta + `}}`, http.StatusOK},
 		{"rest", "/v1/tools/echo", `{"text":"hi"}`, http.StatusOK},
 		{"rest error", "/v1/tools/nope", `{}`, http.StatusNotFound},
 	} {
@@ -75,16 +74,8 @@ func TestAnswerLeavesBeforeItsAuditLine(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			defer close(hold.read)
-			req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+tc.path, strings.NewReader(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json")
-			req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-			req.Header.Set("Mcp-Method", "tools/call")
-			req.Header.Set("Mcp-Name", "echo")
-			resp, err := srv.Client().Do(req)
+			req := newPost(srv.URL+tc.path, "application/json", tc.body, modernHeaders("tools/call", "Mcp-Name", "echo", "Accept", "application/json")...)
+			resp, err := srv.Client().Do(req.WithContext(ctx))
 			if err != nil {
 				t.Fatalf("the answer waited for its audit line: %v", err)
 			}
@@ -164,23 +155,18 @@ func TestAuditAnsweredCallIsNotClientGone(t *testing.T) {
 	}
 }
 
+// streamedCall is a 2026-07-28 call of echo that asks for progress, so its
+// answer is a stream.
+const streamedCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` +
+	`"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+
 // End to end: a client that goes before its answer is audited
 // "client_gone"; one that reads its whole answer and then closes is "ok".
 func TestAuditOutcomeOfAClientThatCloses(t *testing.T) {
 	t.Parallel()
-	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` +
-		`"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	post := func(ctx context.Context, srv *httptest.Server) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/mcp", strings.NewReader(call))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", "echo")
-		return srv.Client().Do(req)
+		req := newPost(srv.URL+"/mcp", "application/json", streamedCall, modernHeaders("tools/call", "Mcp-Name", "echo", "Accept", "application/json, text/event-stream")...)
+		return srv.Client().Do(req.WithContext(ctx))
 	}
 	outcome := func(t *testing.T, outcomes chan string) string {
 		t.Helper()
@@ -262,13 +248,8 @@ func TestFailedFlushReachesTheStream(t *testing.T) {
 	t.Parallel()
 	lines := make(chan string, 16)
 	h := New(instantBackend{tools: toolList(allTools...)}, Options{Meter: metrics.New(1), Logger: slog.New(lineTap{lines})})
-	req := httptest.NewRequest("POST", "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},`+
-		`"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "echo")
+	req := newPost("http://gateway/mcp", "application/json", streamedCall, modernHeaders("tools/call", "Mcp-Name", "echo", "Accept", "application/json, text/event-stream")...)
+	req.RemoteAddr = "192.0.2.1:1234"
 	h.ServeHTTP(failingFlush{httptest.NewRecorder()}, req)
 	close(lines)
 	for l := range lines {
