@@ -61,11 +61,8 @@ func (a *accessWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// Flush keeps SSE working for a handler that asks the writer itself.
-func (a *accessWriter) Flush() { _ = a.FlushError() }
-
-// FlushError is the flush http.ResponseController makes: a failed one
-// says so.
+// FlushError is the flush http.ResponseController makes through the
+// wrapper: a failed one says so.
 func (a *accessWriter) FlushError() error {
 	return http.NewResponseController(a.ResponseWriter).Flush()
 }

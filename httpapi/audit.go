@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -18,14 +20,14 @@ type audited struct {
 	http.ResponseWriter
 	status   int
 	bytes    int64
-	code     int             // the JSON-RPC error code of the answer, 0 for a result
-	gateway  bool            // the gateway made that error, not the child
-	answered bool            // the whole answer reached the connection before the client left
-	left     <-chan struct{} // closed once the client is gone (the request's context)
+	code     int           // the JSON-RPC error code of the answer, 0 for a result
+	gateway  bool          // the gateway made that error, not the child
+	answered bool          // the whole answer reached the connection before the client left
+	r        *http.Request // whose context ends when the client goes
 }
 
 func newAudited(w http.ResponseWriter, r *http.Request) *audited {
-	return &audited{ResponseWriter: w, left: r.Context().Done()}
+	return &audited{ResponseWriter: w, r: r}
 }
 
 func (a *audited) WriteHeader(status int) {
@@ -65,14 +67,15 @@ func childError(w http.ResponseWriter, code int) {
 // markAnswered notes, on the writer that is audited, that the whole answer
 // reached the connection, unless the client was gone by then (a write to a
 // closed connection may still succeed): one that goes once it has its
-// answer did not leave early.
+// answer did not leave early. Credentials that ended also end the
+// request's context, with the client still there.
 func markAnswered(w http.ResponseWriter) {
-	if a, ok := w.(*audited); ok {
-		select {
-		case <-a.left:
-		default:
-			a.answered = true
-		}
+	a, ok := w.(*audited)
+	if !ok {
+		return
+	}
+	if ctx := a.r.Context(); ctx.Err() == nil || errors.Is(context.Cause(ctx), errCredentialsEnded) {
+		a.answered = true
 	}
 }
 

@@ -240,24 +240,24 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 // response (through filter, when there is one), then the end of the
 // stream.
 func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call, id []byte, first [][]byte, filter func([]byte) ([]byte, error)) {
-	h.relay(w, r, c, first, (*sseWriter).event, func(sse *sseWriter, resp []byte, err error) {
+	h.relay(w, r, c, first, (*sseWriter).event, func(sse *sseWriter, resp []byte, err error) bool {
 		if err == nil && filter != nil {
 			resp, err = filter(resp)
 		}
 		switch {
 		case err == nil:
 			childError(w, c.ErrorCode())
-			_ = sse.event(resp)
+			return sse.event(resp) == nil
 		case errors.Is(context.Cause(r.Context()), errCredentialsEnded):
 			// The client is still there: it is told why its stream ends.
 			gatewayError(w, jsonrpc.CodeUnauthorized)
-			_ = sse.event(jsonrpc.NewErrorResponse(id, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "credentials_ended", context.Cause(r.Context()).Error())))
+			return sse.event(jsonrpc.NewErrorResponse(id, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "credentials_ended", context.Cause(r.Context()).Error()))) == nil
 		case r.Context().Err() != nil:
-			// The client is gone; nothing can reach it.
+			return false // the client is gone; nothing can reach it
 		default:
 			e := asRPCError(err)
 			gatewayError(w, e.Code)
-			_ = sse.event(jsonrpc.NewErrorResponse(id, e))
+			return sse.event(jsonrpc.NewErrorResponse(id, e)) == nil
 		}
 	})
 }
@@ -270,11 +270,12 @@ type streamed interface {
 
 // relay answers with an SSE stream of a call: first, then each message
 // the call gives, through send, with keep-alive comments on a quiet
-// stream; once the call is done, end writes the last event. The messages
+// stream; once the call is done, end writes the last event and reports
+// whether it did. The messages
 // taken together are flushed together. Only this goroutine writes to w. A
 // client that stops taking the stream ends it, and so the call (its
 // context is the request's).
-func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, first [][]byte, send func(*sseWriter, []byte) error, end func(sse *sseWriter, resp []byte, err error)) {
+func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, first [][]byte, send func(*sseWriter, []byte) error, end func(sse *sseWriter, resp []byte, err error) bool) {
 	h.opts.Meter.StreamOpened()
 	defer h.opts.Meter.StreamClosed()
 	sse := newSSE(w, h.opts.ClientTimeout)
@@ -319,9 +320,8 @@ func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, fir
 			}
 		}
 		if done {
-			end(sse, resp, err)
-			if wrote := sse.pending; sse.flush() == nil && wrote {
-				markAnswered(w) // whichever last event end wrote
+			if wrote := end(sse, resp, err); sse.flush() == nil && wrote {
+				markAnswered(w)
 			}
 			return
 		}

@@ -240,23 +240,22 @@ func (h *handlers) restStream(w http.ResponseWriter, r *http.Request, ctx contex
 		}
 		return nil
 	}
-	h.relay(w, r, c, nil, progress, func(sse *sseWriter, resp []byte, err error) {
+	h.relay(w, r, c, nil, progress, func(sse *sseWriter, resp []byte, err error) bool {
 		if err != nil {
 			if p := h.restProblem(w, r, ctx, err); p != nil {
 				gatewayError(w, p.Code)
-				_ = sse.named("error", p.body())
+				return sse.named("error", p.body()) == nil
 			}
-			return
+			return false
 		}
 		result, p := toolAnswer(resp)
 		if p != nil {
 			if p.Code != 0 {
 				childError(w, p.Code)
 			}
-			_ = sse.named("error", p.body())
-			return
+			return sse.named("error", p.body()) == nil
 		}
-		_ = sse.named("result", result)
+		return sse.named("result", result) == nil
 	})
 }
 

@@ -36,8 +36,8 @@ func TestRelayFlushesWhatItTakesTogetherOnce(t *testing.T) {
 	})
 	go func() {
 		defer close(done)
-		h.relay(w, httptest.NewRequest("POST", "/mcp", nil), c, nil, (*sseWriter).event, func(sse *sseWriter, resp []byte, err error) {
-			_ = sse.event(resp)
+		h.relay(w, httptest.NewRequest("POST", "/mcp", nil), c, nil, (*sseWriter).event, func(sse *sseWriter, resp []byte, err error) bool {
+			return sse.event(resp) == nil
 		})
 	}()
 	next := func() string {
@@ -99,7 +99,7 @@ func BenchmarkRelayBurst(b *testing.B) {
 		c := &fakeCall{wake: make(chan struct{}, 1), taken: make(chan struct{}, 1), ended: make(chan struct{})}
 		c.notes = slices.Clone(notes)
 		c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil)
-		h.relay(w, r, c, nil, (*sseWriter).event, func(sse *sseWriter, resp []byte, err error) { _ = sse.event(resp) })
+		h.relay(w, r, c, nil, (*sseWriter).event, func(sse *sseWriter, resp []byte, err error) bool { return sse.event(resp) == nil })
 	}))
 	defer srv.Close()
 	client := srv.Client()

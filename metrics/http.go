@@ -40,8 +40,15 @@ type statusWriter struct {
 	status int
 }
 
+// WriteHeader passes on interim (1xx) answers and the first final status;
+// another after that (Recoverer's 500 after a stream began) would only
+// make net/http complain of a superfluous call.
 func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 && code >= 200 {
+	switch {
+	case code < 200:
+	case s.status != 0:
+		return
+	default:
 		s.status = code
 	}
 	s.ResponseWriter.WriteHeader(code)

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -73,6 +74,60 @@ func TestInstrumentLabelsByRoutePattern(t *testing.T) {
 		t.Errorf("gateway_http_request_duration_seconds counts:\n got %v\nwant %v", durations, wantDurations)
 	}
 }
+
+// A request is counted with the status its client got: a status set after
+// the answer began (Recoverer's 500 once a stream is under way) neither
+// counts nor reaches net/http, which would only complain of it; a flush
+// that fails says so through the wrapper.
+func TestInstrumentKeepsTheFirstStatus(t *testing.T) {
+	m := New(1)
+	r := chi.NewRouter()
+	r.Use(m.Instrument)
+	var flushErr error
+	r.Get("/stream", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(": stream open\n\n"))
+		flushErr = http.NewResponseController(w).Flush()
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	rec := &headerCount{ResponseRecorder: httptest.NewRecorder()}
+	r.ServeHTTP(rec, httptest.NewRequest("GET", "/stream", nil))
+	if rec.headers != 1 || rec.Code != http.StatusOK {
+		t.Errorf("got %d WriteHeader calls and status %d, want one, 200", rec.headers, rec.Code)
+	}
+	if flushErr == nil || flushErr.Error() != "the client is gone" {
+		t.Errorf("got flush error %v, want the writer's", flushErr)
+	}
+	got := map[string]float64{}
+	for _, s := range scrape(t, m)["gateway_http_requests_total"].GetMetric() {
+		got[labelsOf(s.GetLabel())] = s.GetCounter().GetValue()
+	}
+	if want := map[string]float64{`code="200",method="GET",route="/stream"`: 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("gateway_http_requests_total: got %v, want %v", got, want)
+	}
+}
+
+// headerCount counts WriteHeader calls (Write's implicit one included) and
+// fails its flushes.
+type headerCount struct {
+	*httptest.ResponseRecorder
+	headers int
+	wrote   bool
+}
+
+func (h *headerCount) WriteHeader(code int) {
+	h.headers++
+	h.wrote = true
+	h.ResponseRecorder.WriteHeader(code)
+}
+
+func (h *headerCount) Write(b []byte) (int, error) {
+	if !h.wrote {
+		h.WriteHeader(http.StatusOK)
+	}
+	return h.ResponseRecorder.Write(b)
+}
+
+func (h *headerCount) FlushError() error { return errors.New("the client is gone") }
 
 // The state series are read from the status at each scrape.
 func TestStateSeriesFollowTheStatus(t *testing.T) {
