@@ -74,6 +74,7 @@ type options struct {
 	bigCalls       int
 	bigTimeout     time.Duration
 	workers        string
+	workerCounts   []int // workers, read
 	spin           time.Duration
 	pprof          string
 }
@@ -92,6 +93,15 @@ type results struct {
 }
 
 func run(ctx context.Context, o options) error {
+	// Both lists are read before anything runs: a mistyped one must not
+	// wait for the minutes before its workload.
+	concs, err := counts("-conc", o.conc)
+	if err != nil {
+		return err
+	}
+	if o.workerCounts, err = counts("-workers", o.workers); err != nil {
+		return err
+	}
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -105,14 +115,6 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	var concs []int
-	for _, s := range strings.Split(o.conc, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-conc: %q is not a concurrency", s)
-		}
-		concs = append(concs, n)
-	}
 	node, err := nodeBinary(root)
 	if err != nil {
 		return err
@@ -234,14 +236,7 @@ func measureScale(ctx context.Context, gw string, child []string, node, root str
 		return fmt.Errorf("large result: %w", err)
 	}
 	res.Big = &big
-	var workers []int
-	for _, s := range strings.Split(o.workers, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-workers: %q is not a number of workers", s)
-		}
-		workers = append(workers, n)
-	}
+	workers := o.workerCounts
 	log.Printf("GATEWAY_WORKERS %v with a CPU-bound child", workers)
 	wk, err := runWorkers(ctx, gw, child, workers, 16, o.spin, o.warm, o.duration, o.runs)
 	if err != nil {
@@ -338,6 +333,19 @@ func stopProcess(cmd *exec.Cmd) {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// counts reads a flag's comma-separated list of whole numbers of 1 or more.
+func counts(flag, list string) ([]int, error) {
+	var ns []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a whole number of 1 or more", flag, s)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }
 
 func freePort() (int, error) {

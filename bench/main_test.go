@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,5 +125,18 @@ func TestProcTree(t *testing.T) {
 	}
 	if peak, err := peakRSS(os.Getpid()); err != nil || peak < 1<<20 {
 		t.Errorf("peak RSS %d, %v", peak, err)
+	}
+}
+
+// A list flag reads as whole numbers of 1 or more, or says which item is
+// not one.
+func TestCounts(t *testing.T) {
+	if got, err := counts("-conc", "1, 16,64"); err != nil || fmt.Sprint(got) != "[1 16 64]" {
+		t.Errorf("got %v, %v; want [1 16 64]", got, err)
+	}
+	for _, bad := range []string{"", "0", "1,,2", "4,x", "-1"} {
+		if got, err := counts("-conc", bad); err == nil || !strings.Contains(err.Error(), "-conc") {
+			t.Errorf("%q: got %v, %v; want an error naming -conc", bad, got, err)
+		}
 	}
 }
