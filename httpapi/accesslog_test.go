@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,14 +125,17 @@ func TestAuditAnsweredCallIsNotClientGone(t *testing.T) {
 		name    string
 		before  error // how the request's context ends before the answer; nil: after it
 		how     string
+		during  bool // the client closes as the answer's flush leaves, before it returns
 		outcome string
 	}{
-		{"json, then the client closes", nil, "json", "ok"},
-		{"stream, then the client closes", nil, "stream", "ok"},
-		{"gone before the json answer", context.Canceled, "json", "client_gone"},
-		{"gone before the stream's answer", context.Canceled, "stream", "client_gone"},
-		{"gone with no answer", context.Canceled, "none", "client_gone"},
-		{"credentials ended before the json answer", errCredentialsEnded, "json", "ok"},
+		{"json, then the client closes", nil, "json", false, "ok"},
+		{"stream, then the client closes", nil, "stream", false, "ok"},
+		{"json, the client closes as it arrives", nil, "json", true, "ok"},
+		{"stream, the client closes as it arrives", nil, "stream", true, "ok"},
+		{"gone before the json answer", context.Canceled, "json", false, "client_gone"},
+		{"gone before the stream's answer", context.Canceled, "stream", false, "client_gone"},
+		{"gone with no answer", context.Canceled, "none", false, "client_gone"},
+		{"credentials ended before the json answer", errCredentialsEnded, "json", false, "ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -150,7 +154,11 @@ func TestAuditAnsweredCallIsNotClientGone(t *testing.T) {
 			ctx, cancel := context.WithCancelCause(t.Context())
 			defer cancel(nil)
 			r := httptest.NewRequestWithContext(ctx, "POST", "/mcp", nil)
-			a := newAudited(httptest.NewRecorder(), r)
+			var conn http.ResponseWriter = httptest.NewRecorder()
+			if tc.during {
+				conn = closingRecorder{conn.(*httptest.ResponseRecorder), answer, func() { cancel(context.Canceled) }}
+			}
+			a := newAudited(conn, r)
 			if tc.before != nil {
 				cancel(tc.before)
 			}
@@ -172,6 +180,22 @@ func TestAuditAnsweredCallIsNotClientGone(t *testing.T) {
 				t.Errorf("got outcome %v, want %s", rec["outcome"], tc.outcome)
 			}
 		})
+	}
+}
+
+// closingRecorder is a connection whose client closes as soon as a flush
+// has sent it the answer, so the request's context ends before that flush
+// returns.
+type closingRecorder struct {
+	*httptest.ResponseRecorder
+	answer []byte
+	close  func()
+}
+
+func (c closingRecorder) Flush() {
+	c.ResponseRecorder.Flush()
+	if bytes.Contains(c.Body.Bytes(), c.answer) {
+		c.close()
 	}
 }
 

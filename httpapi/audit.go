@@ -64,17 +64,26 @@ func childError(w http.ResponseWriter, code int) {
 	}
 }
 
-// markAnswered notes, on the writer that is audited, that the whole answer
-// reached the connection, unless the client was gone by then (a write to a
-// closed connection may still succeed): one that goes once it has its
-// answer did not leave early. Credentials that ended also end the
-// request's context, with the client still there.
-func markAnswered(w http.ResponseWriter) {
+// present reports whether the client was still there when its answer
+// began to leave: a client that has its whole answer may close at once,
+// before the flush that sent it returns, so this is asked before it, not
+// after. Credentials that ended also end the request's context, with the
+// client still there. A write to a connection the gateway has not yet
+// seen close may succeed, so this is as exact as the context is.
+func present(w http.ResponseWriter) bool {
 	a, ok := w.(*audited)
 	if !ok {
-		return
+		return false
 	}
-	if ctx := a.r.Context(); ctx.Err() == nil || errors.Is(context.Cause(ctx), errCredentialsEnded) {
+	ctx := a.r.Context()
+	return ctx.Err() == nil || errors.Is(context.Cause(ctx), errCredentialsEnded)
+}
+
+// markAnswered notes, on the writer that is audited, that the whole answer
+// reached the connection while its client was there (see present): one
+// that goes once it has its answer did not leave early.
+func markAnswered(w http.ResponseWriter, present bool) {
+	if a, ok := w.(*audited); ok && present {
 		a.answered = true
 	}
 }
@@ -82,8 +91,9 @@ func markAnswered(w http.ResponseWriter) {
 // sendNow flushes an answer written in full, so that what runs after it
 // (the audit line, the access log, the metrics) does not hold it back.
 func sendNow(w http.ResponseWriter) {
+	there := present(w)
 	if http.NewResponseController(w).Flush() == nil {
-		markAnswered(w)
+		markAnswered(w, there)
 	}
 }
 

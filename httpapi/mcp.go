@@ -320,8 +320,9 @@ func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, fir
 			}
 		}
 		if done {
+			there := present(w)
 			if wrote := end(sse, resp, err); sse.flush() == nil && wrote {
-				markAnswered(w)
+				markAnswered(w, there)
 			}
 			return
 		}
