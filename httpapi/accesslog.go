@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/stdiomcp/gateway/detach"
 )
 
 // accessLog logs one line per request after it ends. Probes and scrapes
@@ -16,7 +18,8 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			aw := &accessWriter{ResponseWriter: w}
 			start := time.Now()
-			defer func() {
+			// Later: a stream that left the server is logged when it ends.
+			defer detach.Later(aw, func() {
 				level := slog.LevelInfo
 				if aw.audited || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
 					level = slog.LevelDebug
@@ -28,7 +31,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 					"method", r.Method, "path", r.URL.Path, "status", aw.status,
 					"bytes", aw.bytes, "dur", time.Since(start).Round(time.Microsecond),
 					"remote", r.RemoteAddr)
-			}()
+			})
 			next.ServeHTTP(aw, r)
 		})
 	}

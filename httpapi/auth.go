@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/stdiomcp/gateway/auth"
+	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -134,11 +135,11 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 		// A request may last as long as a stream does: it ends when its
 		// credentials do, not only when its client goes.
 		ctx, cancel := context.WithCancelCause(r.Context())
-		defer cancel(nil)
+		defer detach.Later(w, func() { cancel(nil) })
 		if !id.Expires.IsZero() {
 			var stop context.CancelFunc
 			ctx, stop = context.WithDeadlineCause(ctx, id.Expires, fmt.Errorf("%w: the token expired", errCredentialsEnded))
-			defer stop()
+			defer detach.Later(w, stop)
 		}
 		go h.recheck(ctx, cancel, changed, header)
 		ctx = context.WithValue(ctx, identityKey{}, caller{id: id, authenticated: true})

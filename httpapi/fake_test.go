@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -209,9 +210,27 @@ func (c *fakeCall) waitEnded(t *testing.T) error {
 	return c.cause
 }
 
+// newServer serves the handlers as the gateway does: streams leave the
+// server (package detach), here as soon as they first wait, so that every
+// stream the tests open goes on from where it left.
 func newServer(t *testing.T, f *fakeBackend, opts Options) *httptest.Server {
-	srv := httptest.NewServer(New(f, opts))
-	t.Cleanup(srv.Close)
+	srv := httptest.NewUnstartedServer(nil)
+	ln := detach.NewListener(srv.Listener)
+	srv.Listener = ln
+	if opts.Streams == nil {
+		opts.Streams = detach.New(ln.Reuse)
+		opts.LeaveAfter = time.Nanosecond
+	}
+	srv.Config.Handler = New(f, opts)
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := opts.Streams.Wait(ctx); err != nil {
+			t.Errorf("streams that left the server did not end: %v", err)
+		}
+	})
 	return srv
 }
 

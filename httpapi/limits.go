@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/clientlimit"
+	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
@@ -65,7 +66,7 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 				"this client has as many requests open as it may; close one or wait for one to finish"))
 			return
 		}
-		defer release()
+		defer detach.Later(w, release)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -8,11 +8,13 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -51,7 +53,8 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 	}
 	if msg.Kind == jsonrpc.KindRequest {
 		a := newAudited(w, r)
-		defer h.audit(r, req, a, len(body), time.Now())
+		start, in := time.Now(), len(body)
+		defer detach.Later(a, func() { h.audit(r, req, a, in, start) })
 		w = a
 	}
 	if !h.authorize(w, r, req) {
@@ -187,7 +190,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 			writeError(w, f.status, req.ID, f.err)
 			return
 		}
-		defer t.release()
+		defer detach.Later(w, t.release)
 	}
 	c, err := h.b.Call(r.Context(), req, caller)
 	if err != nil {
@@ -271,66 +274,129 @@ type streamed interface {
 // relay answers with an SSE stream of a call: first, then each message
 // the call gives, through send, with keep-alive comments on a quiet
 // stream; once the call is done, end writes the last event and reports
-// whether it did. The messages
-// taken together are flushed together. Only this goroutine writes to w. A
-// client that stops taking the stream ends it, and so the call (its
-// context is the request's).
+// whether it did. The messages taken together are flushed together. Only
+// one goroutine at a time writes to w. A client that stops taking the
+// stream ends it, and so the call (its context is the request's).
+//
+// A stream still open after LeaveAfter leaves the server (package
+// detach): a goroutine of its own, with a small stack, goes on with it,
+// and the handler returns.
 func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, first [][]byte, send func(*sseWriter, []byte) error, end func(sse *sseWriter, resp []byte, err error) bool) {
 	h.opts.Meter.StreamOpened()
-	defer h.opts.Meter.StreamClosed()
-	sse := newSSE(w, h.opts.ClientTimeout)
-	gone := func(err error) {
-		h.log.InfoContext(r.Context(), "client stopped taking the stream; its call is cancelled", "err", err)
-	}
-	if err := sse.open(); err != nil {
-		gone(err)
+	s := &relayed{h: h, w: w, r: r, c: c, send: send, end: end, sse: newSSE(w, h.opts.ClientTimeout)}
+	if s.start(first) && s.pump(true) {
+		go s.detached()
 		return
+	}
+	s.close()
+}
+
+// relayed is one stream that relay answers with.
+type relayed struct {
+	h         *handlers
+	w         http.ResponseWriter
+	r         *http.Request
+	c         streamed
+	send      func(*sseWriter, []byte) error
+	end       func(sse *sseWriter, resp []byte, err error) bool
+	sse       *sseWriter
+	keepAlive *time.Ticker
+}
+
+func (s *relayed) gone(err error) {
+	s.h.log.InfoContext(s.r.Context(), "client stopped taking the stream; its call is cancelled", "err", err)
+}
+
+// start opens the stream with first; false when the client cannot take
+// it.
+func (s *relayed) start(first [][]byte) bool {
+	if err := s.sse.open(); err != nil {
+		s.gone(err)
+		return false
 	}
 	for _, n := range first {
-		if err := send(sse, n); err != nil {
-			gone(err)
-			return
+		if err := s.send(s.sse, n); err != nil {
+			s.gone(err)
+			return false
 		}
 	}
-	if err := sse.flush(); err != nil {
-		gone(err)
-		return
+	if err := s.sse.flush(); err != nil {
+		s.gone(err)
+		return false
 	}
-	keepAlive := time.NewTicker(h.opts.KeepAlive)
-	defer keepAlive.Stop()
+	s.keepAlive = time.NewTicker(s.h.opts.KeepAlive)
+	return true
+}
+
+// pump relays until the call is done or the client goes; with canLeave,
+// it returns true instead once the stream has left the server.
+func (s *relayed) pump(canLeave bool) (left bool) {
+	var leave <-chan time.Time
+	if canLeave && s.h.opts.Streams != nil {
+		t := time.NewTimer(s.h.opts.LeaveAfter)
+		defer t.Stop()
+		leave = t.C
+	}
 	for {
 		select {
-		case <-c.Wake():
-		case <-keepAlive.C:
-			err := sse.comment("keep-alive")
+		case <-s.c.Wake():
+		case <-leave:
+			leave = nil
+			if err := detach.Leave(s.w); err != nil {
+				s.h.log.DebugContext(s.r.Context(), "a stream stays with the server", "err", err)
+				continue
+			}
+			return true
+		case <-s.keepAlive.C:
+			err := s.sse.comment("keep-alive")
 			if err == nil {
-				err = sse.flush()
+				err = s.sse.flush()
 			}
 			if err != nil {
-				gone(err)
-				return
+				s.gone(err)
+				return false
 			}
 			continue
 		}
-		notes, resp, done, err := c.Take()
+		notes, resp, done, err := s.c.Take()
 		for _, n := range notes {
-			if err := send(sse, n); err != nil {
-				gone(err)
-				return
+			if err := s.send(s.sse, n); err != nil {
+				s.gone(err)
+				return false
 			}
 		}
 		if done {
-			there := present(w)
-			if wrote := end(sse, resp, err); sse.flush() == nil && wrote {
-				markAnswered(w, there)
+			there := present(s.w)
+			if wrote := s.end(s.sse, resp, err); s.sse.flush() == nil && wrote {
+				markAnswered(s.w, there)
 			}
-			return
+			return false
 		}
-		if err := sse.flush(); err != nil {
-			gone(err)
-			return
+		if err := s.sse.flush(); err != nil {
+			s.gone(err)
+			return false
 		}
 	}
+}
+
+// detached goes on with a stream that left the server, to its end.
+func (s *relayed) detached() {
+	defer detach.End(s.w)
+	defer s.close()
+	defer func() {
+		if v := recover(); v != nil {
+			detach.Break(s.w)
+			s.h.log.ErrorContext(s.r.Context(), "panic in a stream", "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	s.pump(false)
+}
+
+func (s *relayed) close() {
+	if s.keepAlive != nil {
+		s.keepAlive.Stop()
+	}
+	s.h.opts.Meter.StreamClosed()
 }
 
 // fail answers a request that ended in a gateway error; a client that went

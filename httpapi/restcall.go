@@ -13,6 +13,7 @@ import (
 
 	"github.com/stdiomcp/gateway/auth"
 	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -68,7 +69,8 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := newAudited(w, r)
-	defer h.audit(r, req, a, len(args), time.Now())
+	start, in := time.Now(), len(args)
+	defer detach.Later(a, func() { h.audit(r, req, a, in, start) })
 	w = a
 	if !h.authorize(w, r, req) {
 		return
@@ -77,7 +79,7 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errCallTimeout)
-		defer cancel()
+		defer detach.Later(w, cancel)
 	}
 	list, ok := h.toolList(w, r, ctx)
 	if !ok {

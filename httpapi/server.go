@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 	"github.com/stdiomcp/gateway/webui"
@@ -75,6 +76,12 @@ type Options struct {
 	Meter           Meter         // nil: nothing is counted
 	Metrics         http.Handler  // served on GET /metrics; nil: no such route (it is served elsewhere, or not at all)
 
+	// Streams lets an SSE answer on HTTP/1.1 that is still open after
+	// LeaveAfter leave net/http (package detach): an idle stream then
+	// costs its connection and little more. nil: streams stay.
+	Streams    *detach.Streams
+	LeaveAfter time.Duration // 0: 1s
+
 	// Legacy (2025) client sessions. Their ids are self-contained and
 	// signed with SessionKey, so that replicas sharing the key serve each
 	// other's sessions (see sessionid.go).
@@ -112,6 +119,9 @@ func (o *Options) defaults() {
 	}
 	if o.ClientTimeout <= 0 {
 		o.ClientTimeout = 30 * time.Second
+	}
+	if o.LeaveAfter <= 0 {
+		o.LeaveAfter = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -197,6 +207,9 @@ func New(b Backend, opts Options) http.Handler {
 		} else {
 			r.Method(http.MethodGet, "/metrics", opts.Metrics)
 		}
+	}
+	if opts.Streams != nil {
+		return opts.Streams.Middleware(r)
 	}
 	return r
 }

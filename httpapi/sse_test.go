@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,8 +12,11 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/stdiomcp/gateway/detach"
 )
 
 // What a call gives at once (a burst of progress) leaves in one flush, in
@@ -115,4 +121,125 @@ func BenchmarkRelayBurst(b *testing.B) {
 			b.Fatalf("got %q, %v; want %d events", body, err, burst+1)
 		}
 	}
+}
+
+// A stream that left the server (package detach) goes on to its answer,
+// and is audited, logged and counted when it ends, with every byte the
+// client read; the call was the request's until then.
+func TestALeftStreamIsAccountedForAtItsEnd(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	logs, wrote := &syncBuffer{}, make(chan struct{}, 1)
+	streams := &streamMeter{}
+	out := io.MultiWriter(logs, signalWriter(wrote))
+	srv := newServer(t, f, Options{Logger: slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})), Meter: streams})
+	resp := post(t, srv.URL+"/mcp", "application/json", streamedCall, modernHeaders("tools/call", "Mcp-Name", "echo", "Accept", "application/json, text/event-stream")...)
+	defer resp.Body.Close()
+	c := f.next(t)
+	body := bufio.NewReader(resp.Body)
+	var read bytes.Buffer
+	line := func() string {
+		t.Helper()
+		l, err := body.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream: %v (read %q)", err, read.String())
+		}
+		read.WriteString(l)
+		return l
+	}
+	for line() != ": stream open\n" {
+	}
+	line()
+	for i := range 3 {
+		// Each note after the first goes out from where the stream left.
+		c.note(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":%d}}`, i))
+		if l := line(); !strings.Contains(l, fmt.Sprintf(`"progress":%d`, i)) {
+			t.Fatalf("event %d: %q", i, l)
+		}
+		line()
+	}
+	if streams.detached() == 0 {
+		t.Error("no stream left the server")
+	}
+	if strings.Contains(logs.String(), `"msg":"audit"`) {
+		t.Fatal("audited before its end")
+	}
+	c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), nil)
+	rest, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read.Write(rest)
+	if !strings.Contains(read.String(), `"result":{"content":[]}`) {
+		t.Fatalf("no answer: %q", read.String())
+	}
+	var audit, access map[string]any
+	for access == nil {
+		// The lines are written as the stream ends, after the client
+		// read it.
+		select {
+		case <-wrote:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no access line: %s", logs.String())
+		}
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(l), &rec) != nil {
+				continue
+			}
+			switch rec["msg"] {
+			case "audit":
+				audit = rec
+			case "http request":
+				access = rec
+			}
+		}
+	}
+	n := float64(read.Len())
+	if audit == nil || audit["outcome"] != "ok" || audit["status"] != float64(200) || audit["bytes_out"] != n {
+		t.Errorf("audit line %v, want ok, 200 and %v bytes out", audit, n)
+	}
+	if access == nil || access["status"] != float64(200) || access["bytes"] != n {
+		t.Errorf("access line %v, want 200 and %v bytes", access, n)
+	}
+	if err := c.waitEnded(t); err != nil {
+		t.Errorf("the call's context ended: %v", err)
+	}
+}
+
+// signalWriter tells of each write.
+type signalWriter chan struct{}
+
+func (s signalWriter) Write(p []byte) (int, error) {
+	select {
+	case s <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+// streamMeter counts the streams that left through their requests'
+// metrics: a stream that left is counted by the meter's Instrument when
+// it ends.
+type streamMeter struct {
+	noMeter
+	mu   sync.Mutex
+	left int
+}
+
+func (m *streamMeter) Instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		if detach.Left(w) {
+			m.mu.Lock()
+			m.left++
+			m.mu.Unlock()
+		}
+	})
+}
+
+func (m *streamMeter) detached() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.left
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/stdiomcp/gateway/detach"
 )
 
 // other stands for a route or method outside the known few: labels take
@@ -23,10 +25,15 @@ func (m *Metrics) Instrument(next http.Handler) http.Handler {
 		ww := &statusWriter{ResponseWriter: w}
 		// Deferred, so that a handler that aborts its response (a client
 		// gone mid-stream) is counted too.
+		// A response that left the server (package detach) is counted
+		// when it ends; its route is read now, while the router's
+		// context is the request's.
 		defer func() {
 			route, method := routeOf(r), methodOf(r.Method)
-			m.requests.WithLabelValues(route, method, codeOf(ww.status)).Inc()
-			m.durations.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+			detach.Later(ww, func() {
+				m.requests.WithLabelValues(route, method, codeOf(ww.status)).Inc()
+				m.durations.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+			})
 		}()
 		next.ServeHTTP(ww, r)
 	})

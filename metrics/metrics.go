@@ -127,6 +127,15 @@ func (m *Metrics) SessionsLive(count func() float64) {
 	}, count))
 }
 
+// StreamsDetached adds gateway_sse_streams_detached, read from count at
+// each scrape. It may be called once.
+func (m *Metrics) StreamsDetached(count func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gateway_sse_streams_detached",
+		Help: "SSE streams open that left the HTTP server to cost less while idle: each holds its connection and a goroutine of its own.",
+	}, count))
+}
+
 var _ bridge.Observer = (*Metrics)(nil)
 
 // CallEnded counts a call's ending.

@@ -19,6 +19,7 @@ import (
 
 	contract "github.com/stdiomcp/gateway"
 	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/httpapi"
 	"github.com/stdiomcp/gateway/internal/demo"
 	"github.com/stdiomcp/gateway/metrics"
@@ -166,11 +167,16 @@ func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog
 	m := metrics.New(cfg.Workers)
 	b := newBridge(cfg, k, ch, log, m)
 	m.Watch(b)
-	ln, err := net.Listen("tcp", cfg.Addr)
+	tcpLn, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		b.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Streams that left the server (package detach) give their
+	// connections back through the listener.
+	ln := detach.NewListener(tcpLn)
+	streams := detach.New(ln.Reuse)
+	m.StreamsDetached(func() float64 { return float64(streams.Live()) })
 	var adminLn net.Listener
 	if cfg.AdminAddr != "" {
 		if adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
@@ -192,7 +198,7 @@ func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog
 	if g.auth != nil {
 		defer watchAuth(ctx, g.auth, log)()
 	}
-	srv := newServer(cfg, newHandler(cfg, k, g, b, m, loopback, log), log)
+	srv := newServer(cfg, newHandler(cfg, k, g, b, m, streams, loopback, log), log)
 	log.Info("listening", "addr", ln.Addr().String(), "child", ch.argv, "era", cfg.Era, "workers", b.Workers(), "version", version)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
@@ -227,6 +233,10 @@ func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog
 	if err := <-shut; err != nil {
 		log.Warn("some connections did not finish in time; closing them", "err", err)
 		srv.Close()
+	}
+	// net/http does not wait for the streams that left it.
+	if err := streams.Wait(shutCtx); err != nil {
+		log.Warn("some streams did not finish in time; closed them", "err", err)
 	}
 	// Last, so that the shutdown can be watched to its end.
 	if admin != nil {
@@ -360,7 +370,7 @@ func newBridge(cfg Config, k keys, ch child, log *slog.Logger, obs bridge.Observ
 // counted), which it serves on /metrics unless an admin address does.
 // loopback says whether the listener is on a loopback address (see
 // httpapi.Options).
-func newHandler(cfg Config, k keys, g guard, b *bridge.Bridge, m *metrics.Metrics, loopback bool, log *slog.Logger) http.Handler {
+func newHandler(cfg Config, k keys, g guard, b *bridge.Bridge, m *metrics.Metrics, streams *detach.Streams, loopback bool, log *slog.Logger) http.Handler {
 	opts := httpapi.Options{
 		AuthMetrics:     cfg.AuthMetrics,
 		TrustedProxies:  g.proxies,
@@ -377,6 +387,7 @@ func newHandler(cfg Config, k keys, g guard, b *bridge.Bridge, m *metrics.Metric
 		AcceptedKey:     k.accepted.session,
 		SessionTTL:      cfg.SessionTTL,
 		MaxSessions:     cfg.MaxSessions,
+		Streams:         streams,
 	}
 	// Typed nils would make non-nil interfaces.
 	if g.auth != nil {

@@ -55,7 +55,7 @@ func TestSoak(t *testing.T) {
 	rec := &logRecorder{}
 	log := slog.New(rec)
 	pool := newBridge(cfg, keys{}, child{argv: []string{gatewayBin, "demo"}}, log, nil)
-	srv := httptest.NewServer(newHandler(cfg, keys{}, guard{}, pool, nil, true, log))
+	srv := httptest.NewServer(newHandler(cfg, keys{}, guard{}, pool, nil, nil, true, log))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	ready, cancelReady := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelReady()
