@@ -127,7 +127,9 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 		i := x.idle
 		p("**%d idle streams.** Opened %d at a time, each a `hold` that sends one progress event (read: it reached the child)\n", i.Streams, sz.Openers)
 		p("and then nothing but keep-alive comments; the child holds each (its `stats` tool counts them). Resident memory\n")
-		p("(`VmRSS`) with them all open, less before they opened:\n\n")
+		p("(`VmRSS`) with them all open, less before they opened. Each stream leaves the gateway's HTTP server once it has\n")
+		p("been open a second (package `detach`: the connection is hijacked, and a goroutine with a small stack writes the rest):\n")
+		p("they were weighed %s after the last opened, once %d of them had left and the memory given back had settled.\n\n", round(i.Settle), i.Detached)
 		p("| | before | with %d streams open | per stream | target | |\n| --- | --- | --- | --- | --- | --- |\n", i.Streams)
 		p("| the gateway's process | %.1f MiB | %.1f MiB | %.1f KiB | < 20 KiB | %s |\n", mib(i.GatewayBefore), mib(i.GatewayAfter), x.idleGateway, verdict(x.idleGateway < 20))
 		p("| of which goroutine stacks (`go_memstats_stack_inuse_bytes`; %d goroutines with them open, %d before) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n",
@@ -137,9 +139,9 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 		p("| the child (the probe, for comparison) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n", mib(i.ChildBefore), mib(i.ChildAfter), x.idleChild)
 		p("| the floor: a bare net/http handler holding as many SSE answers open (`bench floor`, `/hold`) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n\n", mib(i.FloorBefore), mib(i.FloorAfter), x.idleFloor)
 		if x.idleFloor > 0 {
-			p("The gateway's memory per idle stream is %.2f× the floor's. Each stream is a connection net/http keeps with its\n", x.idleGateway/x.idleFloor)
-			p("buffers and two goroutines (the handler's and its background reader) whatever the handler does: what the floor\n")
-			p("needs is the least any server on net/http can take.\n\n")
+			p("The gateway's memory per idle stream is %.2f× the floor's. The floor's streams stay with net/http, which keeps\n", x.idleGateway/x.idleFloor)
+			p("for each its connection's buffers and two goroutines (the handler's and its background reader) whatever the\n")
+			p("handler does.\n\n")
 		}
 		p("Closing them all: the child read %d cancellations (it counted %d), and the gateway answered an echo call afterwards: %s.\n\n",
 			i.Cancellations, i.ChildCancelled, map[bool]string{true: "yes", false: "no"}[i.ServedAfter])

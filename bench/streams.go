@@ -95,11 +95,13 @@ type idleResult struct {
 	Streams                        int
 	GatewayBefore, GatewayAfter    int64 // VmRSS, bytes
 	ChildBefore, ChildAfter        int64
-	Cancellations                  int  // reports the client got after closing them
-	ChildCancelled                 int  // the child's own count
-	ServedAfter                    bool // an echo call answered after they closed
-	StreamsOpenBefore, OpenAtPeak  int  // gateway_sse_streams_open
-	GoroutinesBefore, GoroutinesAt int  // go_goroutines of the gateway
+	Cancellations                  int           // reports the client got after closing them
+	ChildCancelled                 int           // the child's own count
+	ServedAfter                    bool          // an echo call answered after they closed
+	StreamsOpenBefore, OpenAtPeak  int           // gateway_sse_streams_open
+	Detached                       int           // gateway_sse_streams_detached when measured
+	Settle                         time.Duration // from the last open to the measure: the streams left the server, the memory settled
+	GoroutinesBefore, GoroutinesAt int           // go_goroutines of the gateway
 	// Where the gateway's memory is, from its /metrics (Go's own counts):
 	// goroutine stacks, and heap spans in use (live and not yet collected).
 	StackBefore, StackAt, HeapBefore, HeapAt int64

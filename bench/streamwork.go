@@ -383,7 +383,17 @@ func idleStreams(ctx context.Context, g *probeGateway, sz streamSizes, ids *tags
 	if err != nil {
 		return res, err
 	}
-	if res.GatewayAfter, res.ChildAfter, err = rss(); err != nil {
+	// Each stream leaves the gateway's HTTP server once it has been open a
+	// second (package detach), and the memory it gave up goes back to
+	// the system as the runtime returns it: the streams are weighed once
+	// they all left and the resident memory stopped falling.
+	opened := time.Now()
+	waitDetached(ctx, g.admin, sz.Idle, 30*time.Second)
+	if res.GatewayAfter, err = settledRSS(ctx, g.cmd.Process.Pid, 30*time.Second); err != nil {
+		return res, err
+	}
+	res.Settle = time.Since(opened)
+	if _, res.ChildAfter, err = rss(); err != nil {
 		return res, err
 	}
 	m1, err := gatewayMetrics(ctx, g.admin)
@@ -391,6 +401,7 @@ func idleStreams(ctx context.Context, g *probeGateway, sz streamSizes, ids *tags
 		return res, err
 	}
 	res.StreamsOpenBefore, res.OpenAtPeak = int(m0["gateway_sse_streams_open"]), int(m1["gateway_sse_streams_open"])
+	res.Detached = int(m1["gateway_sse_streams_detached"])
 	res.GoroutinesBefore, res.GoroutinesAt = int(m0["go_goroutines"]), int(m1["go_goroutines"])
 	res.StackBefore, res.StackAt = int64(m0["go_memstats_stack_inuse_bytes"]), int64(m1["go_memstats_stack_inuse_bytes"])
 	res.HeapBefore, res.HeapAt = int64(m0["go_memstats_heap_inuse_bytes"]), int64(m1["go_memstats_heap_inuse_bytes"])
@@ -407,4 +418,48 @@ func idleStreams(ctx context.Context, g *probeGateway, sz streamSizes, ids *tags
 			sz.Idle, res.Cancellations, st.Held, res.ServedAfter)
 	}
 	return res, nil
+}
+
+// waitDetached polls the gateway's /metrics until n streams have left its
+// HTTP server, or for at most limit (a gateway that keeps them never
+// gets there).
+func waitDetached(ctx context.Context, admin string, n int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		m, err := gatewayMetrics(ctx, admin)
+		if err != nil || int(m["gateway_sse_streams_detached"]) >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// settledRSS reads pid's VmRSS every half second until it stops falling
+// (two readings within 1% of each other), or for at most limit.
+func settledRSS(ctx context.Context, pid int, limit time.Duration) (int64, error) {
+	last, err := statusField(pid, "VmRSS:")
+	if err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		now, err := statusField(pid, "VmRSS:")
+		if err != nil {
+			return 0, err
+		}
+		if now >= last-last/100 {
+			return min(now, last), nil
+		}
+		last = now
+	}
+	return last, nil
 }
