@@ -128,7 +128,7 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 		p("**%d idle streams.** Opened %d at a time, each a `hold` that sends one progress event (read: it reached the child)\n", i.Streams, sz.Openers)
 		p("and then nothing but keep-alive comments; the child holds each (its `stats` tool counts them). Resident memory\n")
 		p("(`VmRSS`) with them all open, less before they opened. Each stream leaves the gateway's HTTP server once it has\n")
-		p("been open a second (package `detach`: the connection is hijacked, and a goroutine with a small stack writes the rest):\n")
+		p("been open 100 ms (package `detach`: the connection is hijacked, and a goroutine with a small stack writes the rest):\n")
 		p("they were weighed %s after the last opened, once %d of them had left and the memory given back had settled.\n\n", round(i.Settle), i.Detached)
 		p("| | before | with %d streams open | per stream | target | |\n| --- | --- | --- | --- | --- | --- |\n", i.Streams)
 		p("| the gateway's process | %.1f MiB | %.1f MiB | %.1f KiB | < 20 KiB | %s |\n", mib(i.GatewayBefore), mib(i.GatewayAfter), x.idleGateway, verdict(x.idleGateway < 20))

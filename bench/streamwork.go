@@ -383,8 +383,8 @@ func idleStreams(ctx context.Context, g *probeGateway, sz streamSizes, ids *tags
 	if err != nil {
 		return res, err
 	}
-	// Each stream leaves the gateway's HTTP server once it has been open a
-	// second (package detach), and the memory it gave up goes back to
+	// Each stream leaves the gateway's HTTP server once it has been open
+	// 100 ms (package detach), and the memory it gave up goes back to
 	// the system as the runtime returns it: the streams are weighed once
 	// they all left and the resident memory stopped falling.
 	opened := time.Now()

@@ -107,15 +107,17 @@ func (s *Streams) Middleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// One allocation for the stream, its writer and its body: most
+		// such requests are answered at once, and never leave.
 		st := &stream{set: s, w: w, rctx: r.Context(), closeAfter: r.Close}
 		st.ctx, st.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
 		st.link()
-		st.body = &body{rc: r.Body}
-		st.wr = &writer{s: st, ResponseWriter: w}
+		st.body.rc = r.Body
+		st.wr = writer{s: st, ResponseWriter: w}
 		r = r.WithContext(st.ctx)
-		r.Body = st.body
+		r.Body = &st.body
 		defer st.returned()
-		next.ServeHTTP(st.wr, r)
+		next.ServeHTTP(&st.wr, r)
 	})
 }
 
@@ -133,7 +135,7 @@ func Later(w http.ResponseWriter, f func()) {
 		return
 	}
 	st.mu.Lock()
-	if !st.left {
+	if !st.left.Load() {
 		st.mu.Unlock()
 		f()
 		return
@@ -142,15 +144,11 @@ func Later(w http.ResponseWriter, f func()) {
 	st.mu.Unlock()
 }
 
-// Left reports whether w's response has left the server.
+// Left reports whether w's response has left the server: what a handler
+// would defer goes to Later then, and runs at once otherwise.
 func Left(w http.ResponseWriter) bool {
 	st := find(w)
-	if st == nil {
-		return false
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.left
+	return st != nil && st.left.Load()
 }
 
 // find is the stream under w's wrappers, if Middleware made one.

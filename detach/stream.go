@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,11 +19,11 @@ type stream struct {
 	set        *Streams
 	rctx       context.Context // net/http's, which ends when the handler returns
 	ctx        context.Context // the request's own
-	wr         *writer
+	wr         writer
 	closeAfter bool // the client asked for the connection to close after this request
 	cancel     context.CancelCauseFunc
 	unlink     func() bool // stops rctx from ending the request's own context
-	body       *body
+	body       body
 
 	// Only the goroutine writing the response uses these (the handler's,
 	// then the one it hands the stream to).
@@ -33,8 +34,9 @@ type stream struct {
 	reuse   bool                // the connection may serve another request
 	pending []byte              // what the client sent beyond the request, net/http had read
 
+	left atomic.Bool // set under mu, read without it too
+
 	mu          sync.Mutex
-	left        bool
 	handlerDone bool     // the handler returned
 	ended       bool     // the stream that left ended
 	later       []func() // what runs once both are true
@@ -53,7 +55,7 @@ func (st *stream) link() {
 func (st *stream) returned() {
 	st.mu.Lock()
 	st.handlerDone = true
-	left, ended := st.left, st.ended
+	left, ended := st.left.Load(), st.ended
 	st.mu.Unlock()
 	if !left {
 		st.unlink()
@@ -113,7 +115,7 @@ func Leave(w http.ResponseWriter) error {
 	st.body.rc = nil
 	st.w, st.wr.ResponseWriter, st.conn = nil, nil, conn
 	st.mu.Lock()
-	st.left = true
+	st.left.Store(true)
 	st.reading = make(chan struct{})
 	st.mu.Unlock()
 	if !st.set.add(st) {
@@ -236,22 +238,30 @@ func (w *writer) Write(p []byte) (int, error) {
 	return st.write(p)
 }
 
+// FlushError and SetWriteDeadline reach net/http's response without a
+// ResponseController, which would cost an allocation on every call.
 func (w *writer) FlushError() error {
 	st := w.s
-	if st.w != nil {
-		return http.NewResponseController(w.ResponseWriter).Flush()
+	if st.w == nil {
+		return st.flushBuf()
 	}
-	return st.flushBuf()
+	if f, ok := st.w.(interface{ FlushError() error }); ok {
+		return f.FlushError()
+	}
+	return http.NewResponseController(st.w).Flush()
 }
 
 func (w *writer) Flush() { _ = w.FlushError() }
 
 func (w *writer) SetWriteDeadline(t time.Time) error {
 	st := w.s
-	if st.w != nil {
-		return http.NewResponseController(w.ResponseWriter).SetWriteDeadline(t)
+	if st.w == nil {
+		return st.conn.SetWriteDeadline(t)
 	}
-	return st.conn.SetWriteDeadline(t)
+	if d, ok := st.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		return d.SetWriteDeadline(t)
+	}
+	return http.NewResponseController(st.w).SetWriteDeadline(t)
 }
 
 // bufs lends a stream that left a buffer between a write and its flush:

@@ -18,23 +18,31 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			aw := &accessWriter{ResponseWriter: w}
 			start := time.Now()
-			// Later: a stream that left the server is logged when it ends.
-			defer detach.Later(aw, func() {
-				level := slog.LevelInfo
-				if aw.audited || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
-					level = slog.LevelDebug
-				}
-				if !log.Enabled(r.Context(), level) {
+			// A stream that left the server is logged when it ends.
+			defer func() {
+				if detach.Left(aw) {
+					detach.Later(aw, func() { logAccess(log, r, aw, start) })
 					return
 				}
-				log.Log(r.Context(), level, "http request",
-					"method", r.Method, "path", r.URL.Path, "status", aw.status,
-					"bytes", aw.bytes, "dur", time.Since(start).Round(time.Microsecond),
-					"remote", r.RemoteAddr)
-			})
+				logAccess(log, r, aw, start)
+			}()
 			next.ServeHTTP(aw, r)
 		})
 	}
+}
+
+func logAccess(log *slog.Logger, r *http.Request, aw *accessWriter, start time.Time) {
+	level := slog.LevelInfo
+	if aw.audited || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
+		level = slog.LevelDebug
+	}
+	if !log.Enabled(r.Context(), level) {
+		return
+	}
+	log.Log(r.Context(), level, "http request",
+		"method", r.Method, "path", r.URL.Path, "status", aw.status,
+		"bytes", aw.bytes, "dur", time.Since(start).Round(time.Microsecond),
+		"remote", r.RemoteAddr)
 }
 
 // accessWriter counts what a response sends, for the access line: status

@@ -135,7 +135,13 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 		// A request may last as long as a stream does: it ends when its
 		// credentials do, not only when its client goes.
 		ctx, cancel := context.WithCancelCause(r.Context())
-		defer detach.Later(w, func() { cancel(nil) })
+		defer func() {
+			if detach.Left(w) {
+				detach.Later(w, func() { cancel(nil) })
+				return
+			}
+			cancel(nil)
+		}()
 		if !id.Expires.IsZero() {
 			var stop context.CancelFunc
 			ctx, stop = context.WithDeadlineCause(ctx, id.Expires, fmt.Errorf("%w: the token expired", errCredentialsEnded))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"mime"
@@ -8,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/stdiomcp/gateway/detach"
 )
 
 // BenchmarkMCPCall is a 2026-07-28 tools/call through the whole handler
@@ -18,9 +21,20 @@ import (
 //	go test -run '^$' -bench BenchmarkMCPCall -benchmem -count 6 ./httpapi
 func BenchmarkMCPCall(b *testing.B) {
 	h := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	leaving := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Streams: detach.New(nil)})
 	const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-	for _, bc := range []struct{ name, accept string }{{"json", "application/json"}, {"stream", "application/json, text/event-stream"}} {
+	for _, bc := range []struct {
+		name, accept string
+		h            http.Handler
+	}{
+		{"json", "application/json", h},
+		{"stream", "application/json, text/event-stream", h},
+		// The same, with streams that may leave the server (package
+		// detach), as the gateway serves them: what that costs a call
+		// that answers at once.
+		{"stream-may-leave", "application/json, text/event-stream", leaving},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -31,7 +45,9 @@ func BenchmarkMCPCall(b *testing.B) {
 				req.Header.Set("Mcp-Method", "tools/call")
 				req.Header.Set("Mcp-Name", "echo")
 				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, req)
+				ctx, cancel := context.WithCancel(req.Context()) // as net/http's, which can end
+				bc.h.ServeHTTP(rec, req.WithContext(ctx))
+				cancel()
 				if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"id":1`) {
 					b.Fatalf("status %d: %s", rec.Code, rec.Body)
 				}

@@ -54,7 +54,13 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 	if msg.Kind == jsonrpc.KindRequest {
 		a := newAudited(w, r)
 		start, in := time.Now(), len(body)
-		defer detach.Later(a, func() { h.audit(r, req, a, in, start) })
+		defer func() {
+			if detach.Left(a) {
+				detach.Later(a, func() { h.audit(r, req, a, in, start) })
+				return
+			}
+			h.audit(r, req, a, in, start)
+		}()
 		w = a
 	}
 	if !h.authorize(w, r, req) {
@@ -190,7 +196,13 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 			writeError(w, f.status, req.ID, f.err)
 			return
 		}
-		defer detach.Later(w, t.release)
+		defer func() {
+			if detach.Left(w) {
+				detach.Later(w, t.release)
+				return
+			}
+			t.release()
+		}()
 	}
 	c, err := h.b.Call(r.Context(), req, caller)
 	if err != nil {

@@ -70,7 +70,13 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 	}
 	a := newAudited(w, r)
 	start, in := time.Now(), len(args)
-	defer detach.Later(a, func() { h.audit(r, req, a, in, start) })
+	defer func() {
+		if detach.Left(a) {
+			detach.Later(a, func() { h.audit(r, req, a, in, start) })
+			return
+		}
+		h.audit(r, req, a, in, start)
+	}()
 	w = a
 	if !h.authorize(w, r, req) {
 		return

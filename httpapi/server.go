@@ -80,7 +80,10 @@ type Options struct {
 	// LeaveAfter leave net/http (package detach): an idle stream then
 	// costs its connection and little more. nil: streams stay.
 	Streams    *detach.Streams
-	LeaveAfter time.Duration // 0: 1s
+	// 100ms: a call answered at once never leaves (leaving costs a hijack
+	// and a connection given back), and streams opened together do not
+	// pile up net/http's state, whose memory the runtime keeps a while.
+	LeaveAfter time.Duration // 0: 100ms
 
 	// Legacy (2025) client sessions. Their ids are self-contained and
 	// signed with SessionKey, so that replicas sharing the key serve each
@@ -121,7 +124,7 @@ func (o *Options) defaults() {
 		o.ClientTimeout = 30 * time.Second
 	}
 	if o.LeaveAfter <= 0 {
-		o.LeaveAfter = time.Second
+		o.LeaveAfter = 100 * time.Millisecond
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

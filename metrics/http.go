@@ -30,13 +30,19 @@ func (m *Metrics) Instrument(next http.Handler) http.Handler {
 		// context is the request's.
 		defer func() {
 			route, method := routeOf(r), methodOf(r.Method)
-			detach.Later(ww, func() {
-				m.requests.WithLabelValues(route, method, codeOf(ww.status)).Inc()
-				m.durations.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
-			})
+			if detach.Left(ww) {
+				detach.Later(ww, func() { m.observe(route, method, ww.status, start) })
+				return
+			}
+			m.observe(route, method, ww.status, start)
 		}()
 		next.ServeHTTP(ww, r)
 	})
+}
+
+func (m *Metrics) observe(route, method string, status int, start time.Time) {
+	m.requests.WithLabelValues(route, method, codeOf(status)).Inc()
+	m.durations.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 }
 
 // statusWriter keeps the status a handler sends. Flushes and deadlines
