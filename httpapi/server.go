@@ -79,7 +79,7 @@ type Options struct {
 	// Streams lets an SSE answer on HTTP/1.1 that is still open after
 	// LeaveAfter leave net/http (package detach): an idle stream then
 	// costs its connection and little more. nil: streams stay.
-	Streams    *detach.Streams
+	Streams *detach.Streams
 	// 100ms: a call answered at once never leaves (leaving costs a hijack
 	// and a connection given back), and streams opened together do not
 	// pile up net/http's state, whose memory the runtime keeps a while.
