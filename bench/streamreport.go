@@ -129,9 +129,11 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 		p("and then nothing but keep-alive comments; the child holds each (its `stats` tool counts them). Resident memory\n")
 		p("(`VmRSS`) with them all open, less before they opened. Each stream leaves the gateway's HTTP server once it has\n")
 		p("been open 100 ms (package `detach`: the connection is hijacked, and a goroutine with a small stack writes the rest):\n")
-		p("they were weighed %s after the last opened, once %d of them had left and the memory given back had settled.\n\n", round(i.Settle), i.Detached)
+		p("they were weighed %s after the last opened, once %d of them had left, the gateway had run a garbage collection (as\n", round(i.Settle), i.Detached)
+		p("the runtime does by itself on an idle process within two minutes) and its resident memory had stopped falling.\n\n")
 		p("| | before | with %d streams open | per stream | target | |\n| --- | --- | --- | --- | --- | --- |\n", i.Streams)
 		p("| the gateway's process | %.1f MiB | %.1f MiB | %.1f KiB | < 20 KiB | %s |\n", mib(i.GatewayBefore), mib(i.GatewayAfter), x.idleGateway, verdict(x.idleGateway < 20))
+		p("| the gateway's process at its peak, while they opened (`VmHWM`) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n", mib(i.GatewayBefore), mib(i.GatewayPeak), i.perStream(i.GatewayBefore, i.GatewayPeak))
 		p("| of which goroutine stacks (`go_memstats_stack_inuse_bytes`; %d goroutines with them open, %d before) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n",
 			i.GoroutinesAt, i.GoroutinesBefore, mib(i.StackBefore), mib(i.StackAt), x.idleStack)
 		p("| of which heap spans in use (`go_memstats_heap_inuse_bytes`, garbage not yet collected included) | %.1f MiB | %.1f MiB | %.1f KiB | | |\n",

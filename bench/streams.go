@@ -94,6 +94,7 @@ type concurrentResult struct {
 type idleResult struct {
 	Streams                        int
 	GatewayBefore, GatewayAfter    int64 // VmRSS, bytes
+	GatewayPeak                    int64 // VmHWM once they all left the server: the most they cost while opening
 	ChildBefore, ChildAfter        int64
 	Cancellations                  int           // reports the client got after closing them
 	ChildCancelled                 int           // the child's own count

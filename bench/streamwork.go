@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -389,6 +391,15 @@ func idleStreams(ctx context.Context, g *probeGateway, sz streamSizes, ids *tags
 	// they all left and the resident memory stopped falling.
 	opened := time.Now()
 	waitDetached(ctx, g.admin, sz.Idle, 30*time.Second)
+	if res.GatewayPeak, err = statusField(g.cmd.Process.Pid, "VmHWM:"); err != nil {
+		return res, err
+	}
+	// A collection now, as the runtime's own would come within two
+	// minutes on an idle process: what the streams left behind as they
+	// left the server is garbage, not what they cost.
+	if err := collect(ctx, g.admin); err != nil {
+		return res, err
+	}
 	if res.GatewayAfter, err = settledRSS(ctx, g.cmd.Process.Pid, 30*time.Second); err != nil {
 		return res, err
 	}
@@ -427,7 +438,7 @@ func waitDetached(ctx context.Context, admin string, n int, limit time.Duration)
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		m, err := gatewayMetrics(ctx, admin)
-		if err != nil || int(m["gateway_sse_streams_detached"]) >= n {
+		if err == nil && int(m["gateway_sse_streams_detached"]) >= n {
 			return
 		}
 		select {
@@ -438,28 +449,47 @@ func waitDetached(ctx context.Context, admin string, n int, limit time.Duration)
 	}
 }
 
-// settledRSS reads pid's VmRSS every half second until it stops falling
-// (two readings within 1% of each other), or for at most limit.
+// collect has the gateway run a garbage collection: its admin server's
+// heap profile does one first when asked.
+func collect(ctx context.Context, admin string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("a collection: %w", err)
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// settledRSS reads pid's VmRSS every half second until it has stopped
+// falling (three readings in a row within 1% of the lowest), or for at
+// most limit; it returns the lowest.
 func settledRSS(ctx context.Context, pid int, limit time.Duration) (int64, error) {
-	last, err := statusField(pid, "VmRSS:")
+	low, err := statusField(pid, "VmRSS:")
 	if err != nil {
 		return 0, err
 	}
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	deadline, steady := time.Now().Add(limit), 0
+	for steady < 3 && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return last, ctx.Err()
+			return low, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 		now, err := statusField(pid, "VmRSS:")
 		if err != nil {
 			return 0, err
 		}
-		if now >= last-last/100 {
-			return min(now, last), nil
+		if now < low-low/100 {
+			steady = 0
+		} else {
+			steady++
 		}
-		last = now
+		low = min(low, now)
 	}
-	return last, nil
+	return low, nil
 }

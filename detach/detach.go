@@ -20,24 +20,30 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Streams is the responses that left the server, and what a shutdown
 // needs of them.
 type Streams struct {
-	reuse func(net.Conn) bool
+	reuse       func(net.Conn) bool
+	idleTimeout time.Duration
 
 	mu      sync.Mutex
 	live    map[*stream]struct{}
+	idle    map[*stream]struct{} // ended, waiting for the client's next request
 	closing bool
 	ended   chan struct{} // closed and replaced each time one ends
 }
 
 // New returns the set of streams a server's handler lets leave. reuse
 // hands a connection whose stream ended back to the server (see
-// Listener); nil, or false from it, closes the connection instead.
-func New(reuse func(net.Conn) bool) *Streams {
-	return &Streams{reuse: reuse, live: map[*stream]struct{}{}, ended: make(chan struct{})}
+// Listener); nil, or false from it, closes the connection instead. Until
+// the client's next request on it begins, the connection waits here, at
+// most idleTimeout (0: no limit), as the server's IdleTimeout would have
+// it wait.
+func New(reuse func(net.Conn) bool, idleTimeout time.Duration) *Streams {
+	return &Streams{reuse: reuse, idleTimeout: idleTimeout, live: map[*stream]struct{}{}, idle: map[*stream]struct{}{}, ended: make(chan struct{})}
 }
 
 // Live is how many streams have left the server and not ended.
@@ -47,13 +53,16 @@ func (s *Streams) Live() int {
 	return len(s.live)
 }
 
-// Wait refuses new leavers and waits until every stream that left has
-// ended, and what was handed to Later for it has run, or ctx ends; then
-// it closes the connections of those still open.
+// Wait refuses new leavers, closes the connections that wait between
+// requests, and waits until every stream that left has ended or ctx ends;
+// then it closes the connections of those still open.
 func (s *Streams) Wait(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		s.closing = true
+		for st := range s.idle {
+			st.conn.Close()
+		}
 		n, ended := len(s.live), s.ended
 		s.mu.Unlock()
 		if n == 0 {
@@ -78,6 +87,12 @@ func (s *Streams) closeAll() {
 	}
 }
 
+func (s *Streams) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
 func (s *Streams) add(st *stream) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -96,6 +111,31 @@ func (s *Streams) remove(st *stream) {
 	s.ended = make(chan struct{})
 }
 
+// keepIdle notes a connection waiting between requests; false once the
+// server is shutting down.
+func (s *Streams) keepIdle(st *stream) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.idle[st] = struct{}{}
+	return true
+}
+
+func (s *Streams) dropIdle(st *stream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.idle, st)
+}
+
+func (s *Streams) idleDeadline() time.Time {
+	if s.idleTimeout <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(s.idleTimeout)
+}
+
 // Middleware makes the responses of next able to leave: those of HTTP/1.1
 // requests that accept an event stream. It gives such a request a context
 // of its own, which ends when net/http's would (the client goes) until
@@ -109,10 +149,10 @@ func (s *Streams) Middleware(next http.Handler) http.Handler {
 		}
 		// One allocation for the stream, its writer and its body: most
 		// such requests are answered at once, and never leave.
-		st := &stream{set: s, w: w, rctx: r.Context(), closeAfter: r.Close}
+		st := &stream{set: s, w: w, rctx: r.Context(), closeAfter: r.Close, method: r.Method}
 		st.ctx, st.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
 		st.link()
-		st.body.rc = r.Body
+		st.body.rc, st.body.eof = r.Body, r.Body == nil || r.Body == http.NoBody
 		st.wr = writer{s: st, ResponseWriter: w}
 		r = r.WithContext(st.ctx)
 		r.Body = &st.body

@@ -20,15 +20,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // server serves h through Middleware on a listener that takes
 // connections back, as the gateway does.
-func server(t *testing.T, h http.HandlerFunc) (*Streams, string) {
+func server(t *testing.T, h http.HandlerFunc, configure ...func(*http.Server)) (*Streams, string) {
 	t.Helper()
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln := NewListener(tcp)
-	s := New(ln.Reuse)
-	srv := &http.Server{Handler: s.Middleware(h)}
+	srv := &http.Server{}
+	for _, c := range configure {
+		c(srv)
+	}
+	s := New(ln.Reuse, srv.IdleTimeout)
+	srv.Handler = s.Middleware(h)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -62,6 +66,7 @@ func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // no test here hangs
 	return c, bufio.NewReader(c)
 }
 
@@ -69,11 +74,14 @@ func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 // goroutine with what next sends it until it is closed. It hands Later
 // steps that it records, and tells ctxs the request's context.
 type streamHandler struct {
-	next  chan string
-	ctxs  chan context.Context
-	mu    sync.Mutex
-	steps []string
-	ended chan struct{} // closed when the last Later step ran
+	deadline time.Time     // a write deadline the stream sets once it left; zero: none
+	hold     chan struct{} // the last Later step waits for it to close; nil: no wait
+	holding  chan struct{} // closed when that step begins to wait
+	next     chan string
+	ctxs     chan context.Context
+	mu       sync.Mutex
+	steps    []string
+	ended    chan struct{} // closed when the last Later step ran
 }
 
 func newStreamHandler() *streamHandler {
@@ -90,7 +98,14 @@ func (s *streamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.ReadAll(r.Body); err != nil {
 		return
 	}
-	defer Later(w, func() { s.step("outer"); close(s.ended) })
+	defer Later(w, func() {
+		if s.hold != nil {
+			close(s.holding)
+			<-s.hold
+		}
+		s.step("outer")
+		close(s.ended)
+	})
 	defer Later(w, func() { s.step("inner") })
 	w.Header().Set("Content-Type", "text/event-stream")
 	fmt.Fprint(w, "data: first\n\n")
@@ -102,6 +117,9 @@ func (s *streamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer End(w)
 		defer s.step("stream ended")
+		if !s.deadline.IsZero() {
+			_ = http.NewResponseController(w).SetWriteDeadline(s.deadline)
+		}
 		for {
 			select {
 			case msg, ok := <-s.next:
@@ -124,6 +142,7 @@ func (s *streamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // after the stream ended, innermost first.
 func TestLeftStreamGoesOnThenTheConnectionServesAgain(t *testing.T) {
 	sh := newStreamHandler()
+	sh.hold, sh.holding = make(chan struct{}), make(chan struct{})
 	var echoes sync.WaitGroup
 	echoes.Add(1)
 	s, addr := server(t, func(w http.ResponseWriter, r *http.Request) {
@@ -166,8 +185,22 @@ func TestLeftStreamGoesOnThenTheConnectionServesAgain(t *testing.T) {
 		t.Fatal("the request's context ended while its stream went on")
 	}
 	close(sh.next)
-	if rest, err := io.ReadAll(body); err != nil || len(rest) != 0 {
-		t.Fatalf("the body's end: %q, %v", rest, err)
+	// What the handler deferred runs before the body's end goes out, as
+	// with net/http: a client that has its answer finds its request over.
+	rest := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(body)
+		rest <- b
+	}()
+	waitFor(t, sh.holding, "the last Later step")
+	select {
+	case <-rest:
+		t.Error("the body ended while what was handed to Later ran")
+	case <-time.After(100 * time.Millisecond): // what must not happen did not, in this long
+	}
+	close(sh.hold)
+	if b := waitFor(t, rest, "the body's end"); len(b) != 0 {
+		t.Fatalf("the body's end: %q", b)
 	}
 	waitFor(t, sh.ended, "the Later steps")
 	waitFor(t, ctx.Done(), "the request's context to end")
@@ -285,14 +318,23 @@ func TestWhatCannotLeave(t *testing.T) {
 	}{
 		{"no event stream accepted", "application/json", nil, ErrCannot},
 		{"a Content-Length", "text/event-stream", []string{"Content-Length", "14"}, ErrCannot},
+		{"no content", "text/event-stream", []string{":status", "204"}, ErrCannot},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := make(chan error, 1)
 			_, addr := server(t, func(w http.ResponseWriter, r *http.Request) {
+				status := http.StatusOK
 				for i := 0; i < len(tc.header); i += 2 {
+					if tc.header[i] == ":status" {
+						status = http.StatusNoContent
+						continue
+					}
 					w.Header().Set(tc.header[i], tc.header[i+1])
 				}
-				fmt.Fprint(w, "data: first\n\n")
+				w.WriteHeader(status)
+				if status == http.StatusOK {
+					fmt.Fprint(w, "data: first\n\n")
+				}
 				errs <- Leave(w)
 			})
 			req, _ := http.NewRequest("POST", "http://"+addr+"/", strings.NewReader("{}"))
@@ -306,8 +348,8 @@ func TestWhatCannotLeave(t *testing.T) {
 			if err := <-errs; !errors.Is(err, tc.want) {
 				t.Errorf("Leave: %v, want %v", err, tc.want)
 			}
-			if string(b) != "data: first\n\n" {
-				t.Errorf("body %q", b)
+			if want := map[bool]string{true: "data: first\n\n"}[resp.StatusCode == http.StatusOK]; string(b) != want {
+				t.Errorf("body %q, want %q", b, want)
 			}
 			http.DefaultClient.CloseIdleConnections()
 		})
@@ -324,5 +366,109 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("waited 10s for %s", what)
 		panic("unreachable")
+	}
+}
+
+// readStream reads a response that leaves to its end; End must have run.
+func readStream(t *testing.T, c net.Conn, br *bufio.Reader, sh *streamHandler) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, sh.ctxs, "the stream to leave")
+	close(sh.next)
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, sh.ended, "the Later steps")
+}
+
+// echo answers a request with its body, once after is past.
+func echo(after time.Time) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		<-time.After(time.Until(after))
+		w.Write(b)
+	}
+}
+
+// The connection a stream gave back keeps none of its deadlines: a write
+// deadline the stream set does not cut the next answer, and it waits for
+// the next request as long as the server's IdleTimeout says, not its
+// ReadHeaderTimeout.
+func TestTheConnectionGivenBackHasTheServersTimeouts(t *testing.T) {
+	const short = 100 * time.Millisecond
+	sh := newStreamHandler()
+	sh.deadline = time.Now().Add(short)
+	var late time.Time
+	_, addr := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/echo" {
+			echo(late)(w, r)
+			return
+		}
+		sh.ServeHTTP(w, r)
+	}, func(srv *http.Server) {
+		srv.ReadHeaderTimeout = short
+		srv.IdleTimeout = time.Minute
+	})
+	c, br := dial(t, addr)
+	post(t, c, "/stream", "{}")
+	readStream(t, c, br, sh)
+	// Past the stream's write deadline, and past ReadHeaderTimeout after
+	// the stream ended: the time is what is tested.
+	late = time.Now().Add(2 * short)
+	<-time.After(time.Until(late))
+	post(t, c, "/echo", "after a while")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the next request on the connection: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != "after a while" {
+		t.Errorf("the next answer: %q, %v", b, err)
+	}
+}
+
+// A request the client sent at once behind the one that streams, which
+// net/http had already read when the stream left, is served when the
+// stream ends, with nothing more from the client.
+func TestARequestReadAheadIsServedAfterTheStream(t *testing.T) {
+	sh := newStreamHandler()
+	_, addr := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/echo" {
+			echo(time.Time{})(w, r)
+			return
+		}
+		sh.ServeHTTP(w, r)
+	})
+	c, br := dial(t, addr)
+	both := "POST /stream HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Length: 2\r\n\r\n{}" +
+		"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nahead"
+	if _, err := io.WriteString(c, both); err != nil {
+		t.Fatal(err)
+	}
+	readStream(t, c, br, sh)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the request read ahead: %v", err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "ahead" {
+		t.Errorf("its answer: %q", b)
+	}
+}
+
+// A client that asked for the connection to be closed has it closed at
+// the stream's end.
+func TestConnectionCloseIsKept(t *testing.T) {
+	sh := newStreamHandler()
+	_, addr := server(t, sh.ServeHTTP)
+	c, br := dial(t, addr)
+	if _, err := fmt.Fprintf(c, "POST /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAccept: text/event-stream\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+		t.Fatal(err)
+	}
+	readStream(t, c, br, sh)
+	if n, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the stream: %v, %v; want the connection closed", n, err)
 	}
 }

@@ -33,16 +33,17 @@ type stream struct {
 	werr    error               // the first failed write after it left
 	reuse   bool                // the connection may serve another request
 	pending []byte              // what the client sent beyond the request, net/http had read
+	status  int                 // the status written, 0 for none yet
+	method  string
+	back    chan struct{} // closed when the handler returned, once the response left
 
 	left atomic.Bool // set under mu, read without it too
 
-	mu          sync.Mutex
-	handlerDone bool     // the handler returned
-	ended       bool     // the stream that left ended
-	later       []func() // what runs once both are true
-	reading     chan struct{}
-	stopRead    bool
-	early       []byte // what the client sent while the stream was open
+	mu        sync.Mutex
+	later     []func() // what runs when the stream ends
+	watchDone bool     // watch has returned
+	idle      bool     // the stream ended; watch waits for the client's next request
+	early     []byte   // what the client sent while the stream was open
 }
 
 func (st *stream) link() {
@@ -50,31 +51,14 @@ func (st *stream) link() {
 }
 
 // returned is the handler's return. A response that never left ends
-// here, as net/http ends it; one that left and has ended runs what was
-// handed to Later.
+// here, as net/http ends it; for one that left, End goes on.
 func (st *stream) returned() {
-	st.mu.Lock()
-	st.handlerDone = true
-	left, ended := st.left.Load(), st.ended
-	st.mu.Unlock()
-	if !left {
-		st.unlink()
-		st.cancel(nil)
+	if st.left.Load() {
+		close(st.back)
 		return
 	}
-	if ended {
-		st.finish()
-	}
-}
-
-// finish runs what was handed to Later, once the handler has returned and
-// the stream has ended, on whichever goroutine came second.
-func (st *stream) finish() {
-	for _, f := range st.later {
-		f()
-	}
-	st.later = nil
-	st.set.remove(st)
+	st.unlink()
+	st.cancel(nil)
 }
 
 // Leave takes w's response off the server: what was written goes out, the
@@ -86,12 +70,19 @@ func (st *stream) finish() {
 // shutting down.
 func Leave(w http.ResponseWriter) error {
 	st := find(w)
-	if st == nil || st.w == nil {
+	if st == nil || st.w == nil || st.method == http.MethodHead {
 		return ErrCannot
+	}
+	switch status := st.status; {
+	case status == http.StatusNoContent, status == http.StatusNotModified, status != 0 && status < 200:
+		return ErrCannot // no body
 	}
 	h := st.w.Header()
 	if h.Get("Content-Length") != "" || h.Get("Transfer-Encoding") != "" {
 		return ErrCannot // not chunked by net/http
+	}
+	if st.set.isClosing() {
+		return errShutdown
 	}
 	if !st.unlink() {
 		return context.Cause(st.rctx) // the client is gone
@@ -114,11 +105,11 @@ func Leave(w http.ResponseWriter) error {
 	st.reuse = st.set.reuse != nil && st.body.eof && !st.closeAfter && !hasToken(h.Values("Connection"), "close")
 	st.body.rc = nil
 	st.w, st.wr.ResponseWriter, st.conn = nil, nil, conn
-	st.mu.Lock()
+	st.back = make(chan struct{})
 	st.left.Store(true)
-	st.reading = make(chan struct{})
-	st.mu.Unlock()
 	if !st.set.add(st) {
+		// Shutting down since the check above: the stream ends here.
+		st.reuse = false
 		conn.Close()
 		st.cancel(errShutdown)
 	}
@@ -126,62 +117,113 @@ func Leave(w http.ResponseWriter) error {
 	return nil
 }
 
-var errShutdown = fmt.Errorf("the server is shutting down")
+var errShutdown = errors.New("the server is shutting down")
 
 // watch ends the request's context when the client closes its
-// connection; it stops reading when the client sends something (its next
-// request, which is kept for the server) or the stream ends.
+// connection while the stream is open. When the client sends something
+// instead (its next request), it stops reading and keeps what it read for
+// the server. Once the stream has ended, it waits, as net/http does
+// between requests, for the client's next request and gives the
+// connection back to the server with it.
 func (st *stream) watch() {
-	defer close(st.reading)
 	var b [1]byte
 	n, err := st.conn.Read(b[:])
 	st.mu.Lock()
-	stopped := st.stopRead
+	st.watchDone = true
 	if n > 0 {
 		st.early = []byte{b[0]}
 	}
+	idle := st.idle
 	st.mu.Unlock()
-	if n == 0 && err != nil && !stopped {
+	switch {
+	case idle:
+		st.giveBack()
+	case n == 0 && err != nil:
 		st.cancel(context.Canceled) // as net/http does when a client goes
 	}
 }
 
-// End ends the body of a response that left and gives its connection
-// back to the server, or closes it. The request's context ends, and what
-// was handed to Later runs once the handler has returned too.
+// End ends a response that left, once its handler has returned: what was
+// handed to Later runs, the body's last chunk goes out, the request's
+// context ends, and the connection waits for the client's next request,
+// or is closed. A panic in what Later was handed goes on once the
+// connection is closed.
 func End(w http.ResponseWriter) {
 	st := find(w)
 	if st == nil || st.conn == nil {
 		return
 	}
+	<-st.back
+	// As net/http runs a handler's defers before it ends the body: a
+	// client that has the whole answer finds its limits released and its
+	// call logged.
+	failed := st.runLater()
+	if failed != nil {
+		st.fail(errBroken)
+	}
 	if st.werr == nil {
 		st.appendRaw([]byte("0\r\n\r\n"))
-		st.flushBuf()
+		_ = st.flushBuf()
 	}
-	st.mu.Lock()
-	st.stopRead = true
-	st.mu.Unlock()
-	_ = st.conn.SetReadDeadline(time.Unix(1, 0))
-	<-st.reading
-	_ = st.conn.SetReadDeadline(time.Time{})
-	if st.werr == nil && st.reuse && st.ctx.Err() == nil {
-		c := st.conn
-		if rest := append(st.pending, st.early...); len(rest) > 0 {
-			c = &prefixConn{Conn: c, prefix: rest}
-		}
-		if !st.set.reuse(c) {
-			st.conn.Close()
-		}
-	} else {
-		st.conn.Close()
-	}
+	gone := st.ctx.Err() != nil
 	st.cancel(nil)
+	st.set.remove(st)
+	if st.werr != nil || !st.reuse || gone {
+		st.conn.Close()
+	} else {
+		st.mu.Lock()
+		st.idle = true
+		done := st.watchDone
+		st.mu.Unlock()
+		switch {
+		case done:
+			st.giveBack()
+		case !st.set.keepIdle(st):
+			st.conn.Close() // watch returns, and has nothing to give back
+		case len(st.pending) > 0:
+			// The client's next request is here already: watch stops
+			// waiting for more of it, and gives it to the server.
+			_ = st.conn.SetReadDeadline(time.Unix(1, 0))
+		default:
+			_ = st.conn.SetReadDeadline(st.set.idleDeadline())
+		}
+	}
+	if failed != nil {
+		panic(failed)
+	}
+}
+
+// runLater runs what was handed to Later, in order; it returns what one of
+// them panicked with, if one did.
+func (st *stream) runLater() (v any) {
+	defer func() { v = recover() }()
 	st.mu.Lock()
-	st.ended = true
-	returned := st.handlerDone
+	later := st.later
+	st.later = nil
 	st.mu.Unlock()
-	if returned {
-		st.finish()
+	for _, f := range later {
+		f()
+	}
+	return nil
+}
+
+// giveBack hands the connection, idle between requests, to the server
+// with what the client sent on it already; or closes it, if the client
+// sent nothing in time or the server no longer takes connections.
+func (st *stream) giveBack() {
+	st.set.dropIdle(st)
+	c, rest := st.conn, append(st.pending, st.early...)
+	if pc, ok := c.(*prefixConn); ok {
+		// One the server was given back before: not wrapped twice.
+		c, rest = pc.Conn, append(pc.prefix, rest...)
+	}
+	if len(rest) == 0 {
+		st.conn.Close() // the client closed, or sent nothing within the idle timeout
+		return
+	}
+	_ = c.SetDeadline(time.Time{}) // the stream's write deadline, the idle wait's read one
+	if !st.set.reuse(&prefixConn{Conn: c, prefix: rest}) {
+		c.Close()
 	}
 }
 
@@ -226,6 +268,9 @@ func (w *writer) Header() http.Header {
 
 func (w *writer) WriteHeader(code int) {
 	if w.s.w != nil {
+		if w.s.status == 0 || w.s.status < 200 {
+			w.s.status = code
+		}
 		w.ResponseWriter.WriteHeader(code)
 	}
 }

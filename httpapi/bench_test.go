@@ -21,7 +21,7 @@ import (
 //	go test -run '^$' -bench BenchmarkMCPCall -benchmem -count 6 ./httpapi
 func BenchmarkMCPCall(b *testing.B) {
 	h := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	leaving := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Streams: detach.New(nil)})
+	leaving := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Streams: detach.New(nil, 0)})
 	const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	for _, bc := range []struct {

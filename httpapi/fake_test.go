@@ -218,7 +218,7 @@ func newServer(t *testing.T, f *fakeBackend, opts Options) *httptest.Server {
 	ln := detach.NewListener(srv.Listener)
 	srv.Listener = ln
 	if opts.Streams == nil {
-		opts.Streams = detach.New(ln.Reuse)
+		opts.Streams = detach.New(ln.Reuse, 0)
 		opts.LeaveAfter = time.Nanosecond
 	}
 	srv.Config.Handler = New(f, opts)

@@ -391,8 +391,15 @@ func (s *relayed) pump(canLeave bool) (left bool) {
 	}
 }
 
-// detached goes on with a stream that left the server, to its end.
+// detached goes on with a stream that left the server, to its end. A
+// panic, in the relay or in what runs at the stream's end, is logged and
+// ends the stream, as net/http would for a handler.
 func (s *relayed) detached() {
+	defer func() {
+		if v := recover(); v != nil {
+			s.h.log.ErrorContext(s.r.Context(), "panic in a stream", "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
 	defer detach.End(s.w)
 	defer s.close()
 	defer func() {

@@ -175,7 +175,7 @@ func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog
 	// Streams that left the server (package detach) give their
 	// connections back through the listener.
 	ln := detach.NewListener(tcpLn)
-	streams := detach.New(ln.Reuse)
+	streams := detach.New(ln.Reuse, cfg.IdleTimeout)
 	m.StreamsDetached(func() float64 { return float64(streams.Live()) })
 	var adminLn net.Listener
 	if cfg.AdminAddr != "" {
