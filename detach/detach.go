@@ -93,14 +93,14 @@ func (s *Streams) isClosing() bool {
 	return s.closing
 }
 
+// add counts a stream that left; false once the server is shutting
+// down, when it is counted still, so that Wait waits for what runs at its
+// end.
 func (s *Streams) add(st *stream) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing {
-		return false
-	}
 	s.live[st] = struct{}{}
-	return true
+	return !s.closing
 }
 
 func (s *Streams) remove(st *stream) {

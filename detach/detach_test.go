@@ -472,3 +472,92 @@ func TestConnectionCloseIsKept(t *testing.T) {
 		t.Errorf("after the stream: %v, %v; want the connection closed", n, err)
 	}
 }
+
+// Two streams, one after the other, on one connection: the second leaves
+// from a connection the server was given back, and the third request is
+// served after it.
+func TestAConnectionGivenBackLeavesAgain(t *testing.T) {
+	handlers := make(chan *streamHandler, 2)
+	_, addr := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/echo" {
+			echo(time.Time{})(w, r)
+			return
+		}
+		(<-handlers).ServeHTTP(w, r)
+	})
+	c, br := dial(t, addr)
+	for range 2 {
+		sh := newStreamHandler()
+		handlers <- sh
+		post(t, c, "/stream", "{}")
+		readStream(t, c, br, sh)
+	}
+	post(t, c, "/echo", "third")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "third" {
+		t.Errorf("the third answer: %q", b)
+	}
+}
+
+// A panic in what was handed to Later does not keep the rest from
+// running, and goes on from End once the connection is closed.
+func TestAPanicAtTheEndSparesTheRest(t *testing.T) {
+	ran, panicked := make(chan string, 2), make(chan any, 1)
+	_, addr := server(t, func(w http.ResponseWriter, r *http.Request) {
+		defer Later(w, func() { ran <- "released" })
+		defer Later(w, func() { panic("in the audit") })
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: first\n\n")
+		if err := Leave(w); err != nil {
+			t.Errorf("Leave: %v", err)
+			return
+		}
+		go func() {
+			defer func() { panicked <- recover() }()
+			End(w)
+		}()
+	})
+	c, br := dial(t, addr)
+	post(t, c, "/stream", "{}")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := waitFor(t, ran, "the Later func after the one that panicked"); got != "released" {
+		t.Errorf("ran %q", got)
+	}
+	if v := waitFor(t, panicked, "End's panic"); v == nil || !strings.Contains(fmt.Sprint(v), "in the audit") {
+		t.Errorf("End panicked with %v", v)
+	}
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Error("the body of a stream whose end panicked ended cleanly")
+	}
+}
+
+// A connection waiting for the client's next request is closed when the
+// server's IdleTimeout passes, and by Wait.
+func TestAnIdleConnectionIsClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		idle time.Duration
+	}{{"by the idle timeout", 50 * time.Millisecond}, {"by Wait", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sh := newStreamHandler()
+			s, addr := server(t, sh.ServeHTTP, func(srv *http.Server) { srv.IdleTimeout = tc.idle })
+			c, br := dial(t, addr)
+			post(t, c, "/stream", "{}")
+			readStream(t, c, br, sh)
+			if tc.idle == 0 {
+				if err := s.Wait(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if b, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("the idle connection: %v, %v; want it closed", b, err)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,8 @@ type stream struct {
 	method  string
 	back    chan struct{} // closed when the handler returned, once the response left
 
-	left atomic.Bool // set under mu, read without it too
+	left  atomic.Bool // set by Leave, on the handler's goroutine; read by Later and Left
+	ended bool        // End ran: a second call does nothing
 
 	mu        sync.Mutex
 	later     []func() // what runs when the stream ends
@@ -150,9 +152,10 @@ func (st *stream) watch() {
 // connection is closed.
 func End(w http.ResponseWriter) {
 	st := find(w)
-	if st == nil || st.conn == nil {
+	if st == nil || st.conn == nil || st.ended {
 		return
 	}
+	st.ended = true
 	<-st.back
 	// As net/http runs a handler's defers before it ends the body: a
 	// client that has the whole answer finds its limits released and its
@@ -171,21 +174,27 @@ func End(w http.ResponseWriter) {
 	if st.werr != nil || !st.reuse || gone {
 		st.conn.Close()
 	} else {
+		// Decided under mu, which watch takes when its read returns: the
+		// connection is watch's to give back only once idle is set, with
+		// its deadline.
 		st.mu.Lock()
-		st.idle = true
-		done := st.watchDone
-		st.mu.Unlock()
 		switch {
-		case done:
+		case st.watchDone:
+			st.mu.Unlock()
 			st.giveBack()
 		case !st.set.keepIdle(st):
-			st.conn.Close() // watch returns, and has nothing to give back
-		case len(st.pending) > 0:
-			// The client's next request is here already: watch stops
-			// waiting for more of it, and gives it to the server.
-			_ = st.conn.SetReadDeadline(time.Unix(1, 0))
+			st.mu.Unlock()
+			st.conn.Close() // watch's read fails, and it does nothing more
 		default:
-			_ = st.conn.SetReadDeadline(st.set.idleDeadline())
+			if len(st.pending) > 0 {
+				// The client's next request is here already: watch stops
+				// waiting for more of it, and gives it to the server.
+				_ = st.conn.SetReadDeadline(time.Unix(1, 0))
+			} else {
+				_ = st.conn.SetReadDeadline(st.set.idleDeadline())
+			}
+			st.idle = true
+			st.mu.Unlock()
 		}
 	}
 	if failed != nil {
@@ -193,18 +202,25 @@ func End(w http.ResponseWriter) {
 	}
 }
 
-// runLater runs what was handed to Later, in order; it returns what one of
-// them panicked with, if one did.
-func (st *stream) runLater() (v any) {
-	defer func() { v = recover() }()
+// runLater runs what was handed to Later, in order, each whatever the
+// others do, as deferred calls run; it returns the first panic, with
+// where it came from, if one panicked.
+func (st *stream) runLater() (failed error) {
 	st.mu.Lock()
 	later := st.later
 	st.later = nil
 	st.mu.Unlock()
 	for _, f := range later {
-		f()
+		func() {
+			defer func() {
+				if v := recover(); v != nil && failed == nil {
+					failed = fmt.Errorf("%v\n\n%s", v, debug.Stack())
+				}
+			}()
+			f()
+		}()
 	}
-	return nil
+	return failed
 }
 
 // giveBack hands the connection, idle between requests, to the server
@@ -214,8 +230,9 @@ func (st *stream) giveBack() {
 	st.set.dropIdle(st)
 	c, rest := st.conn, append(st.pending, st.early...)
 	if pc, ok := c.(*prefixConn); ok {
-		// One the server was given back before: not wrapped twice.
-		c, rest = pc.Conn, append(pc.prefix, rest...)
+		// One the server was given back before: not wrapped twice. What
+		// it had left to give comes after what was read from it.
+		c, rest = pc.Conn, append(rest, pc.prefix...)
 	}
 	if len(rest) == 0 {
 		st.conn.Close() // the client closed, or sent nothing within the idle timeout
@@ -278,6 +295,9 @@ func (w *writer) WriteHeader(code int) {
 func (w *writer) Write(p []byte) (int, error) {
 	st := w.s
 	if st.w != nil {
+		if st.status < 200 {
+			st.status = http.StatusOK // as net/http sends, after any 1xx
+		}
 		return w.ResponseWriter.Write(p)
 	}
 	return st.write(p)
