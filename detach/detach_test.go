@@ -61,6 +61,17 @@ func routes(stream http.Handler, echo http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// openStream asks for /stream on c and reads its answer's head.
+func openStream(t *testing.T, c net.Conn, br *bufio.Reader) *http.Response {
+	t.Helper()
+	post(t, c, "/stream", "{}")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // post writes one request on c.
 func post(t *testing.T, c net.Conn, path, body string) {
 	t.Helper()
@@ -162,11 +173,7 @@ func TestLeftStreamGoesOnThenTheConnectionServesAgain(t *testing.T) {
 		w.Write(b)
 	}))
 	c, br := dial(t, addr)
-	post(t, c, "/stream", "{}")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openStream(t, c, br)
 	if len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
 		t.Fatalf("transfer encoding %v, want chunked", resp.TransferEncoding)
 	}
@@ -218,7 +225,7 @@ func TestLeftStreamGoesOnThenTheConnectionServesAgain(t *testing.T) {
 		t.Errorf("steps %q, want %q", got, want)
 	}
 	post(t, c, "/echo", "again")
-	resp, err = http.ReadResponse(br, nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("the connection after the stream: %v", err)
 	}
@@ -235,10 +242,7 @@ func TestClientThatClosesEndsTheLeftRequest(t *testing.T) {
 	sh := newStreamHandler()
 	_, addr := server(t, sh.ServeHTTP)
 	c, br := dial(t, addr)
-	post(t, c, "/stream", "{}")
-	if _, err := http.ReadResponse(br, nil); err != nil {
-		t.Fatal(err)
-	}
+	openStream(t, c, br)
 	ctx := waitFor(t, sh.ctxs, "the stream to leave")
 	c.Close()
 	waitFor(t, ctx.Done(), "the request's context to end")
@@ -259,11 +263,7 @@ func TestWhatTheClientSentMeanwhileIsServedAfter(t *testing.T) {
 		w.Write(b)
 	}))
 	c, br := dial(t, addr)
-	post(t, c, "/stream", "{}")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openStream(t, c, br)
 	ctx := waitFor(t, sh.ctxs, "the stream to leave")
 	post(t, c, "/echo", "pipelined")
 	sh.next <- "still here"
@@ -277,7 +277,7 @@ func TestWhatTheClientSentMeanwhileIsServedAfter(t *testing.T) {
 	}
 	close(sh.next)
 	io.ReadAll(body)
-	resp, err = http.ReadResponse(br, nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("the pipelined request: %v", err)
 	}
@@ -294,11 +294,7 @@ func TestWaitClosesWhatOutlivesIt(t *testing.T) {
 	sh := newStreamHandler()
 	s, addr := server(t, sh.ServeHTTP)
 	c, br := dial(t, addr)
-	post(t, c, "/stream", "{}")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openStream(t, c, br)
 	ctx := waitFor(t, sh.ctxs, "the stream to leave")
 	expired, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -391,11 +387,7 @@ func TestAPanicAtTheEndSparesTheRest(t *testing.T) {
 		}()
 	})
 	c, br := dial(t, addr)
-	post(t, c, "/stream", "{}")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openStream(t, c, br)
 	if got := waitFor(t, ran, "the Later func after the one that panicked"); got != "released" {
 		t.Errorf("ran %q", got)
 	}

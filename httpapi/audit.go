@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stdiomcp/gateway/clientlimit"
+	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -95,6 +96,17 @@ func sendNow(w http.ResponseWriter) {
 	if http.NewResponseController(w).Flush() == nil {
 		markAnswered(w, there)
 	}
+}
+
+// auditAtEnd audits a call when its answer has ended: now, or, for a
+// stream that left the server (package detach), at the stream's end. The
+// closure is made only for the latter: most calls never leave.
+func (h *handlers) auditAtEnd(r *http.Request, req *mcp.Request, a *audited, in int, start time.Time) {
+	if detach.Left(a) {
+		detach.Later(a, func() { h.audit(r, req, a, in, start) })
+		return
+	}
+	h.audit(r, req, a, in, start)
 }
 
 // audit logs one line for a call once it has ended: who made it (never

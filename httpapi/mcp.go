@@ -52,14 +52,7 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 	}
 	if msg.Kind == jsonrpc.KindRequest {
 		a := newAudited(w, r)
-		start, in := time.Now(), len(body)
-		defer func() {
-			if detach.Left(a) {
-				detach.Later(a, func() { h.audit(r, req, a, in, start) })
-				return
-			}
-			h.audit(r, req, a, in, start)
-		}()
+		defer h.auditAtEnd(r, req, a, len(body), time.Now())
 		w = a
 	}
 	if !h.authorize(w, r, req) {

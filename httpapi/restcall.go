@@ -69,14 +69,7 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := newAudited(w, r)
-	start, in := time.Now(), len(args)
-	defer func() {
-		if detach.Left(a) {
-			detach.Later(a, func() { h.audit(r, req, a, in, start) })
-			return
-		}
-		h.audit(r, req, a, in, start)
-	}()
+	defer h.auditAtEnd(r, req, a, len(args), time.Now())
 	w = a
 	if !h.authorize(w, r, req) {
 		return
