@@ -27,7 +27,7 @@ func Addr(r *http.Request, trusted []netip.Prefix) string {
 		return r.RemoteAddr
 	}
 	if !isTrusted(peer, trusted) {
-		return peer.String()
+		return inPlace(peer, r.RemoteAddr)
 	}
 	lines := r.Header.Values("X-Forwarded-For")
 	believed := peer
@@ -108,6 +108,17 @@ func parseHostAddr(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a.Unmap().WithZone(""), true
+}
+
+// inPlace is a's string form, taken from remote (host:port) when it is
+// already written there that way, as it is for any IPv4 peer: every call
+// asks, and this spares it a string of its own.
+func inPlace(a netip.Addr, remote string) string {
+	var buf [64]byte
+	if host, _, err := net.SplitHostPort(remote); err == nil && string(a.AppendTo(buf[:0])) == host {
+		return host
+	}
+	return a.String()
 }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {

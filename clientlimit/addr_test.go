@@ -35,6 +35,8 @@ func TestAddr(t *testing.T) {
 		{"IPv6 peer with brackets and port", "[2001:db8::1]:8443", nil, nil, "2001:db8::1"},
 		{"IPv6 peer with zone", "[fe80::1%eth0]:8443", nil, nil, "fe80::1"},
 		{"IPv6 peer without port", "2001:db8::2", nil, nil, "2001:db8::2"},
+		{"IPv6 peer in capitals", "[2001:DB8::A]:1", nil, nil, "2001:db8::a"},
+		{"untrusted IPv4-mapped peer is unmapped", "[::ffff:203.0.113.9]:80", nil, nil, "203.0.113.9"},
 		{"IPv4 peer without port", "203.0.113.8", nil, nil, "203.0.113.8"},
 		{"trusted IPv6 proxy", "[2001:db8:ff::1]:443", []string{"2001:db8:1::9"}, proxies, "2001:db8:1::9"},
 		{"IPv4-mapped peer is unmapped and trusted", "[::ffff:10.0.0.9]:80", []string{"1.2.3.4"}, proxies, "1.2.3.4"},
@@ -53,6 +55,16 @@ func TestAddr(t *testing.T) {
 				t.Errorf("Addr(RemoteAddr %q, X-Forwarded-For %q) = %q, want %q", tt.remote, tt.xff, got, tt.want)
 			}
 		})
+	}
+}
+
+// The address of a peer not behind a proxy is the one in RemoteAddr, not
+// a string made for every request.
+func TestAddrOfAPlainPeerAllocatesNothing(t *testing.T) {
+	r := httptest.NewRequest("POST", "/mcp", nil)
+	r.RemoteAddr = "203.0.113.7:4711"
+	if n := testing.AllocsPerRun(100, func() { _ = Addr(r, nil) }); n != 0 {
+		t.Errorf("%v allocations per call", n)
 	}
 }
 

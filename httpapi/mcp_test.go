@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -426,5 +427,28 @@ func TestQuestionTurnsTheAnswerIntoAStream(t *testing.T) {
 	}
 	if events := readEvents(t, resp.Body, nil); len(events) != 2 || !strings.Contains(events[0], "sampling/createMessage") {
 		t.Errorf("events = %q", events)
+	}
+}
+
+// readAll reads what io.ReadAll reads, whatever size the request declared
+// and however the reader hands it over.
+func TestReadAll(t *testing.T) {
+	big := strings.Repeat("0123456789", bodyPrealloc/5) // past the preallocation
+	for _, body := range []string{"", "x", `{"jsonrpc":"2.0"}`, big} {
+		for _, declared := range []int64{-1, 0, 1, int64(len(body)), int64(len(body)) + 7} {
+			for name, wrap := range map[string]func(io.Reader) io.Reader{
+				"plain": func(r io.Reader) io.Reader { return r }, "one byte": iotest.OneByteReader,
+				"data with EOF": iotest.DataErrReader, "half": iotest.HalfReader,
+			} {
+				got, err := readAll(wrap(strings.NewReader(body)), declared)
+				if err != nil || string(got) != body {
+					t.Errorf("%s, %d bytes declared %d: %d bytes, %v", name, len(body), declared, len(got), err)
+				}
+			}
+		}
+	}
+	failing := io.MultiReader(strings.NewReader("part"), iotest.ErrReader(io.ErrUnexpectedEOF))
+	if got, err := readAll(failing, 100); err != io.ErrUnexpectedEOF || string(got) != "part" {
+		t.Errorf("a failing read: %q, %v", got, err)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-chi/chi/v5/middleware"
-
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -87,49 +85,6 @@ func (t trace) meta() []mcp.Member {
 	return m
 }
 
-// plainRequestID drops a client's X-Request-Id that is not a short token,
-// so that a new one is made: the id goes on every log line of the request,
-// where a long or odd one does not belong.
-func plainRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get(middleware.RequestIDHeader); id != "" && !plainToken(id) {
-			r.Header.Del(middleware.RequestIDHeader)
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func plainToken(s string) bool {
-	if len(s) > 128 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '+' || c == '=') {
-			return false
-		}
-	}
-	return true
-}
-
-type traceKey struct{}
-
-// withTrace puts the request's trace context in its context, for the call
-// and for every log line of the request.
-func withTrace(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if t, ok := readTrace(r.Header); ok {
-			r = r.WithContext(context.WithValue(r.Context(), traceKey{}, t))
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func traceOf(ctx context.Context) (trace, bool) {
-	t, ok := ctx.Value(traceKey{}).(trace)
-	return t, ok
-}
-
 // LogContext wraps a log handler so that a line logged with a request's
 // context (the gateway's, and the bridge's for the request's call) says
 // which request: its request_id, and its trace_id when it has a trace.
@@ -144,11 +99,11 @@ type requestLog struct{ slog.Handler }
 
 func (l requestLog) Handle(ctx context.Context, r slog.Record) error {
 	if ctx != nil {
-		if id := middleware.GetReqID(ctx); id != "" {
-			r.AddAttrs(slog.String("request_id", id))
-		}
-		if t, ok := traceOf(ctx); ok {
-			r.AddAttrs(slog.String("trace_id", t.traceID()))
+		if n, ok := ctx.Value(namingKey{}).(*naming); ok {
+			r.AddAttrs(slog.String("request_id", n.id))
+			if n.traced {
+				r.AddAttrs(slog.String("trace_id", n.trace.traceID()))
+			}
 		}
 	}
 	return l.Handler.Handle(ctx, r)

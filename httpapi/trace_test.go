@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/go-chi/chi/v5/middleware"
 )
 
 func TestTraceparent(t *testing.T) {
@@ -51,8 +49,7 @@ func TestTraceparent(t *testing.T) {
 func TestLogContext(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(LogContext(LogContext(slog.NewTextHandler(&buf, nil)))).With("worker", 0)
-	ctx := context.WithValue(context.Background(), middleware.RequestIDKey, "r-1")
-	ctx = context.WithValue(ctx, traceKey{}, trace{parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+	ctx := context.WithValue(context.Background(), namingKey{}, &naming{id: "r-1", trace: trace{parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, traced: true})
 	log.InfoContext(ctx, "hello")
 	log.Info("no request")
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
