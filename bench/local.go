@@ -70,16 +70,20 @@ func gatewayTarget(name, bin string, env ...string) target {
 			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 			return cmd, cmd.Start()
 		},
-		dial: func(ctx context.Context, base string) (caller, error) {
-			h := http.Header{}
-			h.Set("Content-Type", "application/json")
-			h.Set("Accept", "application/json, text/event-stream")
-			h.Set("MCP-Protocol-Version", "2026-07-28")
-			h.Set("Mcp-Method", "tools/call")
-			h.Set("Mcp-Name", "echo")
-			return &httpCaller{client: newHTTPClient(), url: base + "/mcp", header: h}, nil
-		},
+		dial: dialGateway,
 	}
+}
+
+// dialGateway makes a caller that sends the gateway 2026-07-28 echo calls,
+// headers and all.
+func dialGateway(_ context.Context, base string) (caller, error) {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("MCP-Protocol-Version", "2026-07-28")
+	h.Set("Mcp-Method", "tools/call")
+	h.Set("Mcp-Name", "echo")
+	return &httpCaller{client: newHTTPClient(), url: base + "/mcp", header: h}, nil
 }
 
 // floorTarget is a bare net/http handler that reads the request and

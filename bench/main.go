@@ -26,6 +26,12 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) >= 2 && os.Args[1] == "relay" {
+		if err := serveRelay(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if len(os.Args) >= 2 && os.Args[1] == "probe" {
 		if err := serveProbe(os.Args[2:]); err != nil {
 			log.Fatal(err)
@@ -38,7 +44,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each load run lasts")
 	flag.DurationVar(&o.warm, "warm", time.Second, "warm-up before each load run")
 	flag.StringVar(&o.conc, "conc", "1,16,64,256", "client concurrencies, comma-separated")
-	flag.StringVar(&o.only, "targets", "", "targets to measure, comma-separated names (floor, gateway, mcp-proxy, supergateway); empty: all")
+	flag.StringVar(&o.only, "targets", "", "targets to measure, comma-separated names (floor, relay, gateway, mcp-proxy, supergateway); empty: all")
 	flag.StringVar(&o.out, "out", "", "write the report (Markdown) here; empty: stdout")
 	flag.StringVar(&o.results, "json", "", "also write the raw results here (JSON)")
 	flag.StringVar(&o.charts, "charts", "", "draw the charts (PNG) in this directory; empty: bench/charts (with -out only)")
@@ -126,7 +132,7 @@ func run(ctx context.Context, o options) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building the gateway: %w", err)
 	}
-	targets := []target{floorTarget(self), gatewayTarget("gateway", gw)}
+	targets := []target{floorTarget(self), relayTarget(self), gatewayTarget("gateway", gw)}
 	targets = append(targets, peerTargets(node, filepath.Join(root, "bench"))...)
 	res := results{Started: time.Now().UTC(), Versions: versions(ctx, node, gw), Load: map[string][]loadResult{}, RSS: map[string]int64{}}
 
@@ -304,7 +310,7 @@ func measureStreams(ctx context.Context, gw, self string, targets []target, o op
 			res.Runs = append(res.Runs, r)
 		}
 		for _, t := range targets {
-			if t.name == "gateway" || t.name == floorName || !selected(o.only, t.name) {
+			if t.name == "gateway" || t.name == floorName || t.name == relayName || !selected(o.only, t.name) {
 				continue
 			}
 			log.Printf("streams through %s, run %d of %d", t.name, run+1, o.runs)
@@ -363,7 +369,7 @@ func selected(only, name string) bool {
 	}
 	return slices.ContainsFunc(strings.Split(only, ","), func(s string) bool {
 		s = strings.TrimSpace(s)
-		return strings.EqualFold(s, name) || (strings.EqualFold(s, "floor") && name == floorName)
+		return strings.EqualFold(s, name) || (strings.EqualFold(s, "floor") && name == floorName) || (strings.EqualFold(s, "relay") && name == relayName)
 	})
 }
 

@@ -13,11 +13,18 @@ import (
 	"time"
 )
 
-// The suite re-executes itself as the HTTP floor and as the probe child;
-// so does its test binary.
+// The suite re-executes itself as the HTTP floor, the stdio relay floor and
+// the probe child; so does its test binary.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == "floor" {
 		if err := serveFloor(os.Args[2]); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "relay" {
+		if err := serveRelay(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "relay:", err)
 			os.Exit(1)
 		}
 		return
@@ -36,13 +43,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// A short run of the whole suite against the floor and the gateway: every
+// A short run of the whole suite against the floors and the gateway: every
 // table and ratio is there, and the numbers are real measurements.
 func TestSuiteRuns(t *testing.T) {
 	testNode(t)
 	dir := t.TempDir()
 	o := options{runs: 1, duration: 300 * time.Millisecond, warm: 100 * time.Millisecond, conc: "1,64",
-		only: "floor,gateway", out: filepath.Join(dir, "report.md"), results: filepath.Join(dir, "results.json"), charts: filepath.Join(dir, "charts"),
+		only: "floor,relay,gateway", out: filepath.Join(dir, "report.md"), results: filepath.Join(dir, "results.json"), charts: filepath.Join(dir, "charts"),
 		streams: true, sizes: streamSizes{Samples: 5, Load: 10, LoadEvery: 20, Steps: 3, Every: 5, RelaySteps: 5, RelayEvery: 2, Idle: 10, Openers: 4},
 		scale: true, bigSize: 1 << 20, bigCalls: 1, bigTimeout: time.Minute, workers: "1,2", spin: 2 * time.Millisecond, pprof: filepath.Join(dir, "pprof")}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -54,8 +61,9 @@ func TestSuiteRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| gateway | 1 |", "| gateway | 64 |", "| " + floorName + " | 64 |", "## The child alone over stdio",
-		"| CPU per call, c=64", "| p50, c=1 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies",
+	for _, want := range []string{"| gateway | 1 |", "| gateway | 64 |", "| " + floorName + " | 64 |", "| " + relayName + " | 1 |", "## The child alone over stdio",
+		"| CPU per call, c=64", "| p50, c=1 | ", "The stdio relay floor (`bench relay`",
+		"µs | HTTP floor ", "µs | stdio relay floor ", "| calls/s, c=64 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies",
 		"## A 1 MiB result", "## GATEWAY_WORKERS with a CPU-bound child", "## Where the gateway's CPU and allocations go (pprof)", "/big-memory.png)", "/workers.png)"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("the report has no %q:\n%s", want, report)
@@ -66,7 +74,7 @@ func TestSuiteRuns(t *testing.T) {
 	if err != nil || json.Unmarshal(b, &res) != nil {
 		t.Fatalf("results: %v %s", err, b)
 	}
-	for _, name := range []string{"gateway", floorName} {
+	for _, name := range []string{"gateway", floorName, relayName} {
 		rs := res.Load[name]
 		if len(rs) != 2 || slices.ContainsFunc(rs, func(r loadResult) bool { return r.Calls == 0 || r.P50 <= 0 || r.CPU <= 0 }) {
 			t.Errorf("%s: %+v", name, rs)

@@ -208,6 +208,13 @@ func render(res results, concs []int, targets []target, ch chartSet) []byte {
 		}
 	}
 	p("\n")
+	if _, ok := sum[relayName]; ok {
+		p("The stdio relay floor (`bench relay`, `bench/relay.go`) is the least any stdio-to-HTTP gateway must do for a call,\n")
+		p("on net/http in front of the same child and sent exactly what the gateway is sent: one write to the child's stdin per call,\n")
+		p("one read of its stdout shared by all calls, a goroutine woken with the answer, and the JSON-RPC id rewritten both ways\n")
+		p("(one child serves every client, so each call gets an id of the relay's own and the client's is put back); no logging,\n")
+		p("metrics, auth, SSE or cancellation. What the gateway costs beyond it is the gateway's own; the HTTP floor leaves out the child.\n\n")
+	}
 
 	if len(res.Stdio) > 0 {
 		p("## The child alone over stdio (no HTTP)\n\n")
@@ -252,25 +259,35 @@ func render(res results, concs []int, targets []target, ch chartSet) []byte {
 	return b.Bytes()
 }
 
-// ratios compares the gateway with the floor and the peers, as the issue's
-// targets put it.
+// ratios compares the gateway with the floors and the peers: the issue's
+// targets are stated against the HTTP floor; the stdio relay floor's lines
+// say what the gateway costs beyond relaying.
 func ratios(b *bytes.Buffer, sum map[string]map[int]summary, targets []target) {
 	gw, ok := sum["gateway"]
 	if !ok {
 		return
 	}
-	floor := sum[floorName]
+	floor, relay := sum[floorName], sum[relayName]
 	fmt.Fprintf(b, "## Ratios\n\n| measure | gateway | against | ratio |\n| --- | --- | --- | --- |\n")
 	if f, ok := floor[64]; ok && f.ownCPUPerCall > 0 {
 		// The gateway's own process against the floor's: the child's CPU
 		// is the same whoever fronts it.
 		fmt.Fprintf(b, "| CPU per call, c=64 (the gateway's process) | %.0f µs | HTTP floor %.0f µs | %.2f× |\n", gw[64].ownCPUPerCall, f.ownCPUPerCall, gw[64].ownCPUPerCall/f.ownCPUPerCall)
 	}
+	if f, ok := relay[64]; ok && f.ownCPUPerCall > 0 {
+		fmt.Fprintf(b, "| CPU per call, c=64 (the gateway's process) | %.0f µs | stdio relay floor %.0f µs | %.2f× |\n", gw[64].ownCPUPerCall, f.ownCPUPerCall, gw[64].ownCPUPerCall/f.ownCPUPerCall)
+	}
 	if f, ok := floor[1]; ok && gw[1].p50 > 0 {
 		fmt.Fprintf(b, "| p50, c=1 | %s | HTTP floor %s | %.2f× |\n", round(gw[1].p50), round(f.p50), float64(gw[1].p50)/float64(f.p50))
 	}
+	if f, ok := relay[1]; ok && gw[1].p50 > 0 && f.p50 > 0 {
+		fmt.Fprintf(b, "| p50, c=1 | %s | stdio relay floor %s | %.2f× |\n", round(gw[1].p50), round(f.p50), float64(gw[1].p50)/float64(f.p50))
+	}
+	if f, ok := relay[64]; ok && f.rate > 0 {
+		fmt.Fprintf(b, "| calls/s, c=64 | %.0f | stdio relay floor %.0f | %.2f× |\n", gw[64].rate, f.rate, gw[64].rate/f.rate)
+	}
 	for _, t := range targets {
-		if t.name == "gateway" || t.name == floorName {
+		if t.name == "gateway" || t.name == floorName || t.name == relayName {
 			continue
 		}
 		if x, ok := sum[t.name][64]; ok && x.rate > 0 {

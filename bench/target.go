@@ -1,8 +1,9 @@
 // Command bench measures what a gateway adds to a stdio MCP server: the
-// gateway beside the floors (a bare HTTP handler with no child; the child
-// alone over stdio, no HTTP) and beside other gateways (supergateway,
-// mcp-proxy) fronting the same child, under one load client. See
-// BENCHMARKS.md at the repository's root for what it measured.
+// gateway beside the floors (a bare HTTP handler with no child; a bare
+// relay of each call to the child and back; the child alone over stdio, no
+// HTTP) and beside other gateways (supergateway, mcp-proxy) fronting the
+// same child, under one load client. See BENCHMARKS.md at the repository's
+// root for what it measured.
 package main
 
 import (

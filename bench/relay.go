@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The stdio relay floor: the least any stdio-to-HTTP gateway must do for a
+// call. One child serves every client, so each call's id is replaced by one
+// of the relay's own on the way in and put back on the way out; each call
+// is one write to the child's stdin; one reader of its stdout, shared by
+// all calls, hands each answer to the handler waiting for it. Nothing else:
+// no logging, metrics, auth, SSE or cancellation. What the gateway costs
+// beyond this is its own.
+
+// relayName is the relay floor's target name.
+const relayName = "stdio relay floor (net/http, one child)"
+
+// relayTarget is the relay floor in front of the child, in a process of its
+// own (this program, as "bench relay PORT -- CHILD..."). It is sent exactly
+// what the gateway is sent.
+func relayTarget(self string) target {
+	return target{
+		name: relayName,
+		start: func(ctx context.Context, port int, child []string) (*exec.Cmd, error) {
+			cmd := exec.CommandContext(ctx, self, append([]string{"relay", strconv.Itoa(port), "--"}, child...)...)
+			cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+			return cmd, cmd.Start()
+		},
+		dial: dialGateway,
+	}
+}
+
+// maxRelayBody bounds a request the relay reads, as the gateway's
+// GATEWAY_MAX_BODY_BYTES does.
+const maxRelayBody = 64 << 20
+
+// serveRelay is "bench relay PORT -- CHILD...": it starts the child, asks
+// it server/discover (the 2026-07-28 era needs no other handshake, and the
+// port opens only once the child answers, so that the suite's wait for the
+// port is a wait for readiness), then serves until SIGTERM, when it closes
+// the child's stdin and waits for it to exit.
+func serveRelay(args []string) error {
+	if len(args) < 3 || args[1] != "--" {
+		return errors.New("usage: bench relay PORT -- CMD [ARG...]")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := exec.CommandContext(ctx, args[2], args[3:]...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	// At the end of its input the child exits by itself; it is killed only
+	// if it has not a while later.
+	cmd.Cancel = in.Close
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the child: %w", err)
+	}
+	defer func() {
+		stop() // the child's stdin closes
+		_ = cmd.Wait()
+	}()
+	r := bufio.NewReaderSize(out, 64<<10)
+	if err := discover(in, r); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:"+args[0])
+	if err != nil {
+		return err
+	}
+	rl := newRelay(in)
+	srv := &http.Server{Handler: rl}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	read := make(chan error, 1)
+	go func() { read <- rl.read(r) }()
+	select {
+	case err = <-served:
+	case err = <-read:
+		err = fmt.Errorf("reading the child: %w", err)
+	case <-ctx.Done():
+		err = nil
+	}
+	srv.Close()
+	return err
+}
+
+// discover asks the child server/discover and checks it speaks 2026-07-28.
+func discover(in io.Writer, r *bufio.Reader) error {
+	line := `{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` +
+		modernRevision + `","io.modelcontextprotocol/clientCapabilities":{}}}}` + "\n"
+	if _, err := io.WriteString(in, line); err != nil {
+		return fmt.Errorf("server/discover: %w", err)
+	}
+	b, err := r.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("server/discover: %w", err)
+	}
+	var m struct {
+		Result struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil || !slices.Contains(m.Result.SupportedVersions, modernRevision) {
+		return fmt.Errorf("server/discover: %s is not among the versions in %.200s", modernRevision, b)
+	}
+	return nil
+}
+
+// relay is the relay floor's handler and the routing of the child's
+// answers to it.
+type relay struct {
+	mu      sync.Mutex // guards next, waiting and gone
+	next    uint64     // the last id given to the child
+	waiting map[uint64]chan relayed
+	gone    bool // the child's stdout ended: no answer will come
+
+	wmu   sync.Mutex // one message per write: lines never interleave
+	stdin io.Writer
+}
+
+// relayed is a line of the child's, with where its id is.
+type relayed struct {
+	line       []byte
+	start, end int
+}
+
+func newRelay(stdin io.Writer) *relay {
+	return &relay{waiting: map[uint64]chan relayed{}, stdin: stdin}
+}
+
+func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		code := http.StatusBadRequest
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			code = http.StatusRequestEntityTooLarge
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	start, end, ok := idSpan(body)
+	if !ok {
+		http.Error(w, "a request with an id, a string or a number, is all the relay takes", http.StatusBadRequest)
+		return
+	}
+	answer := make(chan relayed, 1)
+	rl.mu.Lock()
+	if rl.gone {
+		rl.mu.Unlock()
+		http.Error(w, "the child is gone", http.StatusBadGateway)
+		return
+	}
+	rl.next++
+	id := rl.next
+	rl.waiting[id] = answer
+	rl.mu.Unlock()
+	line := make([]byte, 0, len(body)+21)
+	line = append(line, body[:start]...)
+	line = strconv.AppendUint(line, id, 10)
+	line = append(line, body[end:]...)
+	line = append(line, '\n')
+	rl.wmu.Lock()
+	_, err = rl.stdin.Write(line)
+	rl.wmu.Unlock()
+	if err != nil {
+		rl.mu.Lock()
+		delete(rl.waiting, id)
+		rl.mu.Unlock()
+		http.Error(w, "writing to the child: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	a, ok := <-answer
+	if !ok {
+		http.Error(w, "the child is gone", http.StatusBadGateway)
+		return
+	}
+	clientID := body[start:end]
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(a.line)-(a.end-a.start)+len(clientID)))
+	w.Write(a.line[:a.start])
+	w.Write(clientID)
+	w.Write(a.line[a.end:])
+}
+
+// readBody reads the whole request into one buffer of its declared size.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, maxRelayBody)
+	if n := r.ContentLength; n >= 0 && n <= maxRelayBody {
+		b := make([]byte, n)
+		_, err := io.ReadFull(body, b)
+		return b, err
+	}
+	return io.ReadAll(body)
+}
+
+// read hands each line of the child's to the call waiting for its id, until
+// the child's stdout ends; then the calls still waiting, and those to come,
+// fail. Lines with no id of a call waiting (there are none from the echo
+// child) are dropped.
+func (rl *relay) read(r *bufio.Reader) error {
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			rl.mu.Lock()
+			rl.gone = true
+			for id, answer := range rl.waiting {
+				close(answer)
+				delete(rl.waiting, id)
+			}
+			rl.mu.Unlock()
+			return err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		start, end, ok := idSpan(line)
+		if !ok {
+			continue
+		}
+		id, ok := parseID(line[start:end])
+		if !ok {
+			continue
+		}
+		rl.mu.Lock()
+		answer, ok := rl.waiting[id]
+		delete(rl.waiting, id)
+		rl.mu.Unlock()
+		if ok {
+			answer <- relayed{line: line, start: start, end: end}
+		}
+	}
+}
+
+// parseID reads one of the relay's ids: decimal digits.
+func parseID(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
+}
+
+// idSpan finds the value of the "id" member of the JSON object b, at its
+// top level: b[start:end] is a string (quotes included) or a number. It
+// scans only up to that value, and skips what is nested and what is inside
+// strings, so that an "id" in the params is not taken for it. ok is false
+// when b is not an object, has no such member, or its id is neither a
+// string nor a number.
+func idSpan(b []byte) (start, end int, ok bool) {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return 0, 0, false
+	}
+	depth := 0
+	name := false // the next string is a member's name at the top level
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '{':
+			depth++
+			name = depth == 1
+		case '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return 0, 0, false
+			}
+		case ',':
+			name = depth == 1
+		case '"':
+			e := stringEnd(b, i)
+			if e < 0 {
+				return 0, 0, false
+			}
+			if name && string(b[i:e]) == `"id"` {
+				j := skipSpace(b, e)
+				if j == len(b) || b[j] != ':' {
+					return 0, 0, false
+				}
+				return valueSpan(b, skipSpace(b, j+1))
+			}
+			name = false
+			i = e - 1
+		}
+	}
+	return 0, 0, false
+}
+
+// valueSpan is the string or number that starts at b[i].
+func valueSpan(b []byte, i int) (start, end int, ok bool) {
+	if i == len(b) {
+		return 0, 0, false
+	}
+	if b[i] == '"' {
+		e := stringEnd(b, i)
+		return i, e, e > 0
+	}
+	e := i
+	for e < len(b) && (b[e] >= '0' && b[e] <= '9' || b[e] == '-' || b[e] == '+' || b[e] == '.' || b[e] == 'e' || b[e] == 'E') {
+		e++
+	}
+	return i, e, e > i
+}
+
+// stringEnd is the index just past the string that starts at b[i], or -1
+// when it does not end.
+func stringEnd(b []byte, i int) int {
+	for k := i + 1; k < len(b); k++ {
+		switch b[k] {
+		case '\\':
+			k++
+		case '"':
+			return k + 1
+		}
+	}
+	return -1
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
