@@ -44,7 +44,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each load run lasts")
 	flag.DurationVar(&o.warm, "warm", time.Second, "warm-up before each load run")
 	flag.StringVar(&o.conc, "conc", "1,16,64,256", "client concurrencies, comma-separated")
-	flag.StringVar(&o.only, "targets", "", "targets to measure, comma-separated names (floor, relay, gateway, mcp-proxy, supergateway); empty: all")
+	flag.StringVar(&o.only, "targets", "", "targets to measure, comma-separated: names or their first words (floor or \"http floor\", relay or \"stdio relay floor\", gateway, mcp-proxy, supergateway); empty: all")
 	flag.StringVar(&o.out, "out", "", "write the report (Markdown) here; empty: stdout")
 	flag.StringVar(&o.results, "json", "", "also write the raw results here (JSON)")
 	flag.StringVar(&o.charts, "charts", "", "draw the charts (PNG) in this directory; empty: bench/charts (with -out only)")
@@ -363,13 +363,26 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// selected says whether the -targets list names the target: by its whole
+// name or its first words ("mcp-proxy", "http floor", "stdio relay floor"),
+// or as "floor" (the HTTP floor) or "relay" (the stdio relay floor). The
+// floors' whole names hold a comma, which ends an item of the list.
 func selected(only, name string) bool {
 	if only == "" {
 		return true
 	}
+	name = strings.ToLower(name)
 	return slices.ContainsFunc(strings.Split(only, ","), func(s string) bool {
-		s = strings.TrimSpace(s)
-		return strings.EqualFold(s, name) || (strings.EqualFold(s, "floor") && name == floorName) || (strings.EqualFold(s, "relay") && name == relayName)
+		s = strings.ToLower(strings.TrimSpace(s))
+		switch s {
+		case "":
+			return false
+		case "floor":
+			return name == strings.ToLower(floorName)
+		case "relay":
+			return name == strings.ToLower(relayName)
+		}
+		return name == s || strings.HasPrefix(name, s+" ")
 	})
 }
 

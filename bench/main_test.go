@@ -148,3 +148,31 @@ func TestCounts(t *testing.T) {
 		}
 	}
 }
+
+// -targets names a target by its whole name or its first words, and the
+// floors by one word each.
+func TestSelected(t *testing.T) {
+	names := []string{floorName, relayName, "gateway", "mcp-proxy 6.7.19 (2026-07-28)", "supergateway 4.0.0 --stateful (2025-11-25)"}
+	for _, c := range []struct {
+		only string
+		want []string
+	}{
+		{"", names},
+		{"floor", names[:1]},
+		{"HTTP Floor, relay", names[:2]},
+		{"gateway,stdio relay floor", names[1:3]},
+		{"mcp-proxy,supergateway", names[3:]},
+		{"GATEWAY,", names[2:3]},
+		{"gate,proxy,relay floor,floors,stdio relay", names[1:2]},
+	} {
+		var got []string
+		for _, n := range names {
+			if selected(c.only, n) {
+				got = append(got, n)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%q: got %q, want %q", c.only, got, c.want)
+		}
+	}
+}
