@@ -17,7 +17,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	runDemoChild()
+	goleak.VerifyTestMain(m)
+}
 
 // pipeTransport is the bridge's end of an in-memory child: two io.Pipes
 // carrying newline-framed messages, as a real child's stdio would.
