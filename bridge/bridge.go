@@ -185,12 +185,12 @@ type Bridge struct {
 	unknown  atomic.Uint64 // responses for ids the bridge never sent
 	restarts atomic.Uint64
 	bugs     atomic.Uint64
-	changed  atomic.Pointer[chan struct{}] // closed and replaced whenever the status may have changed
+	changed  atomic.Pointer[chan struct{}] // closed when the status may have changed; nil while nobody is in Await
 
 	mu      sync.Mutex
 	waiting int           // calls in the queue
 	listens int           // open listens, across workers
-	freed   chan struct{} // closed and replaced when a slot frees up or the state changes
+	freed   chan struct{} // closed when a slot frees up or the state changes; nil while nobody waits for that
 	closed  bool
 	drain   bool // no new calls; those in flight may finish (see Drain)
 	next    int  // where the search for the least loaded worker starts, for fair ties
@@ -201,9 +201,7 @@ type Bridge struct {
 // lines carry its number when there are several.
 func New(start StartFunc, opts Options) *Bridge {
 	opts.defaults()
-	b := &Bridge{opts: opts, log: opts.Logger, q: newQuestions(opts.StateKey, opts.AcceptedStateKey), freed: make(chan struct{})}
-	changed := make(chan struct{})
-	b.changed.Store(&changed)
+	b := &Bridge{opts: opts, log: opts.Logger, q: newQuestions(opts.StateKey, opts.AcceptedStateKey)}
 	b.clientID = mcp.Implementation(opts.ClientName, opts.ClientVersion)
 	for i := range opts.Workers {
 		b.workers = append(b.workers, newWorker(b, i, start, opts.Logger.With("worker", i)))
@@ -291,8 +289,9 @@ func (b *Bridge) Status() Status {
 // is closed and cond does not hold.
 func (b *Bridge) Await(ctx context.Context, cond func(Status) bool) (Status, error) {
 	for {
-		// Taken before the look, so that a change after the look wakes us.
-		changed := *b.changed.Load()
+		// Taken before the look, so that a change after the look wakes us
+		// (see stateChanged).
+		changed := b.nextChange()
 		st := b.Status()
 		if cond(st) {
 			return st, nil
@@ -311,11 +310,41 @@ func (b *Bridge) Await(ctx context.Context, cond func(Status) bool) (Status, err
 	}
 }
 
+// nextChange returns the channel the next stateChanged closes, made by
+// the first caller to wait for it.
+func (b *Bridge) nextChange() <-chan struct{} {
+	for {
+		if p := b.changed.Load(); p != nil {
+			return *p
+		}
+		ch := make(chan struct{})
+		if b.changed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
+}
+
 // stateChanged wakes those in Await. It takes no lock, so any code may
-// call it, with any lock held.
+// call it, with any lock held; it is called after the change it reports,
+// on the goroutine that made it. With nobody in Await it costs an atomic
+// load: every call's end calls it.
+//
+// No wake-up is lost. Await takes its channel (nextChange) before it reads
+// the status, and the change is made before stateChanged looks for a
+// channel. Suppose an Await's read misses the change. The change and the
+// read are ordered, either by the lock that guards that part of the status
+// or, for an atomic counter, in the one sequentially consistent order of
+// atomic operations; missing the change puts the read first, so the
+// Await's nextChange comes before the look below. The look then finds
+// that channel, or nil or a later one because another stateChanged has
+// closed it since: either way the Await wakes and reads again.
 func (b *Bridge) stateChanged() {
-	next := make(chan struct{})
-	close(*b.changed.Swap(&next))
+	if b.changed.Load() == nil {
+		return
+	}
+	if p := b.changed.Swap(nil); p != nil {
+		close(*p)
+	}
 }
 
 // WaitReady blocks until a child is ready, the bridge is closed

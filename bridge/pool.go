@@ -72,14 +72,24 @@ func (b *Bridge) route(ctx context.Context, req *mcp.Request, caller Caller) (Ca
 // retry hands its slot to the parked exchange, and the retry takes it
 // back: the child is still working on the call. Released once.
 type slot struct {
-	free func()
+	b    *Bridge
+	w    *worker // whose slot it is; nil for a listen's
 	done atomic.Bool
 }
 
 func (s *slot) release() {
-	if s != nil && s.done.CompareAndSwap(false, true) {
-		s.free()
+	if s == nil || !s.done.CompareAndSwap(false, true) {
+		return
 	}
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.w == nil {
+		b.listens--
+		return
+	}
+	s.w.active--
+	b.broadcastLocked()
 }
 
 // listen opens a listen on the least loaded worker. Listens take no slot of
@@ -94,12 +104,7 @@ func (b *Bridge) listen(ctx context.Context, req *mcp.Request, caller Caller) (C
 	b.listens++
 	w := b.pickLocked(false)
 	b.mu.Unlock()
-	s := &slot{free: func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.listens--
-	}}
-	return w.call(ctx, req, caller, s)
+	return w.call(ctx, req, caller, &slot{b: b})
 }
 
 // acquire takes a slot on the least loaded worker that has one, waiting in
@@ -115,7 +120,7 @@ func (b *Bridge) acquire(ctx context.Context) (*worker, *slot, error) {
 		if w := b.pickLocked(true); w != nil {
 			w.active++
 			b.mu.Unlock()
-			return w, b.workerSlot(w), nil
+			return w, &slot{b: b, w: w}, nil
 		}
 		if b.waiting >= b.opts.QueueSize {
 			b.mu.Unlock()
@@ -127,7 +132,7 @@ func (b *Bridge) acquire(ctx context.Context) (*worker, *slot, error) {
 			timeout = t.C
 		}
 		b.waiting++
-		freed := b.freed
+		freed := b.freedLocked()
 		b.mu.Unlock()
 		var err error
 		select {
@@ -146,19 +151,22 @@ func (b *Bridge) acquire(ctx context.Context) (*worker, *slot, error) {
 	}
 }
 
-func (b *Bridge) workerSlot(w *worker) *slot {
-	return &slot{free: func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		w.active--
-		b.broadcastLocked()
-	}}
+// freedLocked is the channel the next broadcast closes, for a caller that
+// is about to wait for a slot. It is made only for such a caller: a slot
+// released while nobody waits costs no channel.
+func (b *Bridge) freedLocked() <-chan struct{} {
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return b.freed
 }
 
 // broadcastLocked wakes everything waiting on the bridge's state.
 func (b *Bridge) broadcastLocked() {
-	close(b.freed)
-	b.freed = make(chan struct{})
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
 	b.stateChanged()
 }
 
@@ -258,7 +266,7 @@ func (b *Bridge) Drain(ctx context.Context) error {
 			b.mu.Unlock()
 			return nil
 		}
-		freed := b.freed
+		freed := b.freedLocked()
 		b.mu.Unlock()
 		select {
 		case <-freed:
