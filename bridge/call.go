@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -82,10 +83,9 @@ type call struct {
 	start    time.Time
 	idleFor  time.Duration // 0: no idle limit
 	maxFor   time.Duration // 0: no limit on the whole call
-	// vals is the request's context without its cancellation, for its
-	// values: the call's log lines go through it, so that a log handler
-	// can add what the request carries (its request id, its trace).
-	vals context.Context
+	// ctx is the client's: the call ends when it does (see expire), and
+	// the call's log lines carry its values (see logCtx).
+	ctx context.Context
 
 	box mailbox
 
@@ -121,7 +121,7 @@ type callSpec struct {
 func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
 	c := &call{b: ch.b, ch: ch, req: spec.req, method: spec.method, params: spec.params, caller: spec.caller,
 		listen: spec.listen, start: time.Now(), idleFor: spec.idle, maxFor: spec.max, slot: spec.slot, onEnd: spec.onEnd,
-		vals: context.WithoutCancel(ctx)}
+		ctx: ctx}
 	c.alive = c.start
 	n := 1
 	if spec.req != nil {
@@ -134,14 +134,32 @@ func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Armed under mu: a timer or ctx may fire before the fields are set.
-	c.stopCtx = context.AfterFunc(ctx, func() { c.abort(ctx.Err(), reasonFor(ctx)) })
+	// Both run expire: one func value for the two.
+	expire := c.expire
+	c.stopCtx = context.AfterFunc(ctx, expire)
 	// One timer for both limits, set for the nearer: a call costs one
 	// timer, and a sign of life moves it.
 	if d, ok := c.untilLimit(c.start); ok {
-		c.timer = time.AfterFunc(d, c.limitReached)
+		c.timer = time.AfterFunc(d, expire)
 	}
 	return c
 }
+
+// expire runs when the client's ctx ends or the call's timer fires,
+// whichever it was: an ended ctx aborts the call for its reason, and
+// otherwise a limit may have been reached.
+func (c *call) expire() {
+	if err := c.ctx.Err(); err != nil {
+		c.abort(err, reasonFor(c.ctx))
+		return
+	}
+	c.limitReached()
+}
+
+// logCtx is the client's ctx for its values alone, for a log handler to
+// add what the request carries (its request id, its trace) whether or not
+// the client is still there. Made only for a line that is written.
+func (c *call) logCtx() context.Context { return context.WithoutCancel(c.ctx) }
 
 // untilLimit is how long from now until the idle or the whole-call limit
 // is reached, whichever comes first; ok is false when the call has
@@ -158,8 +176,8 @@ func (c *call) untilLimit(now time.Time) (d time.Duration, ok bool) {
 	return max(d, 0), ok
 }
 
-// limitReached is the timer's: it aborts the call for the limit that is
-// reached, or sets the timer again when a sign of life came in the
+// limitReached is the timer's (see expire): it aborts the call for the
+// limit that is reached, or sets the timer again when a sign of life came in the
 // meantime (resetIdle moves it, but may lose the race with its firing).
 func (c *call) limitReached() {
 	now := time.Now()
@@ -307,8 +325,8 @@ func (c *call) deliver(resp []byte, err error) {
 		c.b.bug(fmt.Errorf("the call for client id %s (%s) ended twice; the second end (%v) is dropped", c.clientID, c.method, err))
 		return
 	}
-	if c.ch != nil {
-		c.ch.log.DebugContext(c.vals, "call ended", "client_id", string(c.clientID), "method", c.method,
+	if c.ch != nil && c.ch.log.Enabled(c.ctx, slog.LevelDebug) {
+		c.ch.log.DebugContext(c.logCtx(), "call ended", "client_id", string(c.clientID), "method", c.method,
 			"dur", time.Since(c.start).Round(time.Microsecond), "err", err)
 	}
 }
@@ -345,7 +363,7 @@ func (c *call) abort(err error, reason string) {
 		// The child's side took the exchange first (it answered, or it
 		// exited and its exchanges failed), and this ending won the call
 		// all the same: there is nothing left to cancel.
-		ex.ch.log.DebugContext(c.vals, "exchange over before the cancellation", "id", ex.id, "method", c.method, "client_id", string(c.clientID))
+		ex.ch.log.DebugContext(c.logCtx(), "exchange over before the cancellation", "id", ex.id, "method", c.method, "client_id", string(c.clientID))
 	}
 	c.b.q.dropInputs(c)
 	c.deliver(nil, err)

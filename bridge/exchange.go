@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -21,7 +22,7 @@ type exchange struct {
 	id       int64
 	method   string
 	clientID []byte          // the client's id for the request, for logs
-	vals     context.Context // its call's, for logs (see call.vals)
+	ctx      context.Context // the ctx of the call that started it, for the values in its log lines (see logCtx)
 	internal bool            // the gateway's own (handshake, probes); never cancelled toward the child
 	// asked is set, by the reader, when the child asks a question during
 	// the exchange; only then does the exchange have state in questions.
@@ -46,7 +47,7 @@ const (
 // written. set are params members the gateway sets (a retry's
 // inputResponses). On failure the call has ended and the error says why.
 func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
-	ex := &exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, vals: c.vals, internal: c.internal(), call: c}
+	ex := &exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, ctx: c.ctx, internal: c.internal(), call: c}
 	line := c.line(ex.id, set)
 	if err := ch.register(ex); err != nil {
 		e := notRunning(err)
@@ -60,7 +61,9 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 		return c.endedBefore(ctx)
 	}
 	err := ch.t.WriteMessage(ctx, line)
-	ch.log.DebugContext(ex.vals, "to child", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "size", len(line), "err", err)
+	if ch.log.Enabled(ex.ctx, slog.LevelDebug) {
+		ch.log.DebugContext(ex.logCtx(), "to child", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "size", len(line), "err", err)
+	}
 	ex.writeDone(err)
 	switch {
 	case err == nil:
@@ -79,6 +82,10 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 		return e
 	}
 }
+
+// logCtx is the ctx of the call that started the exchange, for its
+// values alone (see call.logCtx).
+func (ex *exchange) logCtx() context.Context { return context.WithoutCancel(ex.ctx) }
 
 // owner is the exchange's client side, or nil while parked.
 func (ex *exchange) owner() *call {
@@ -151,10 +158,10 @@ func (ex *exchange) cancelInBackground(reason string) {
 func (ch *child) writeCancel(ctx context.Context, ex *exchange, reason string) {
 	note := jsonrpc.NewNotification(mcp.NoteCancelled, mcp.Cancelled(ex.id, reason))
 	if err := ch.t.WriteMessage(ctx, note); err != nil {
-		ch.log.WarnContext(ex.vals, "could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason, "err", err)
+		ch.log.WarnContext(ex.logCtx(), "could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason, "err", err)
 		return
 	}
-	ch.log.InfoContext(ex.vals, "cancelled call", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason)
+	ch.log.InfoContext(ex.logCtx(), "cancelled call", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason)
 }
 
 // answered hands the child's response, which the reader has taken from the
@@ -180,7 +187,7 @@ func (ex *exchange) answered(m *jsonrpc.Message) {
 	if !c.answer(ex, m) {
 		// Its client left (or timed out) just as the answer came.
 		ex.ch.b.late.Add(1)
-		ex.ch.log.DebugContext(ex.vals, "dropped late response", "id", ex.id, "client_id", string(ex.clientID))
+		ex.ch.log.DebugContext(ex.logCtx(), "dropped late response", "id", ex.id, "client_id", string(ex.clientID))
 	}
 }
 

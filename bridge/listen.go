@@ -172,7 +172,7 @@ func (c *call) event(b []byte) {
 	if _, _, done, _ := c.box.peek(); done {
 		return
 	}
-	c.b.log.WarnContext(c.vals, "a listener fell too far behind; ending its stream", "client_id", string(c.clientID), "behind", c.b.opts.MaxNotes)
+	c.b.log.WarnContext(c.logCtx(), "a listener fell too far behind; ending its stream", "client_id", string(c.clientID), "behind", c.b.opts.MaxNotes)
 	c.abort(jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "listener_behind",
 		fmt.Sprintf("the client fell %d notifications behind; listen again", c.b.opts.MaxNotes)), "the client fell too far behind")
 }

@@ -82,7 +82,7 @@ func (noObserver) MessageRead(int, int)  {}
 // endingOf is how a call that ended with err (nil: with the child's
 // answer, an error response when childErr) looks to its client.
 func endingOf(err error, childErr bool) Ending {
-	var e *jsonrpc.Error
+	e, isRPC := errors.AsType[*jsonrpc.Error](err)
 	switch {
 	case err == nil && childErr:
 		return Ending{Outcome: OutcomeChildError}
@@ -90,7 +90,7 @@ func endingOf(err error, childErr bool) Ending {
 		return Ending{Outcome: OutcomeOK}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Ending{Outcome: OutcomeCancelled, Reason: ReasonClientDisconnected}
-	case !errors.As(err, &e):
+	case !isRPC:
 		return Ending{Outcome: OutcomeError}
 	}
 	switch e.Code {
@@ -118,8 +118,7 @@ type endedError struct{ error }
 func (e endedError) Unwrap() error { return e.error }
 
 func ended(err error) error {
-	var e endedError
-	if err == nil || errors.As(err, &e) {
+	if _, ok := errors.AsType[endedError](err); err == nil || ok {
 		return err
 	}
 	return endedError{err}

@@ -21,10 +21,10 @@ func (b *Bridge) Call(ctx context.Context, req *mcp.Request, caller Caller) (Cal
 	c, err := b.route(ctx, req, caller)
 	// A call that was made is observed when it ends (see call.deliver);
 	// here, a request refused before that, or answered by the gateway.
-	var e endedError
-	switch {
-	case errors.As(err, &e):
+	if e, ok := errors.AsType[endedError](err); ok {
 		return nil, e.error
+	}
+	switch {
 	case req.Method == mcp.MethodListen:
 	case err != nil:
 		b.opts.Observer.CallEnded(endingOf(err, false))

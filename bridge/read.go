@@ -1,9 +1,11 @@
 package bridge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -62,7 +64,9 @@ func (ch *child) dispatch(raw []byte) {
 		ch.log.Warn("child wrote a message that is not JSON-RPC; skipped", "err", err, "size", len(raw), "head", head(raw))
 		return
 	}
-	ch.log.Debug("from child", "method", m.Method, "id", string(m.ID), "size", len(raw))
+	if ch.log.Enabled(context.Background(), slog.LevelDebug) {
+		ch.log.Debug("from child", "method", m.Method, "id", string(m.ID), "size", len(raw))
+	}
 	switch m.Kind {
 	case jsonrpc.KindResponse:
 		ch.response(m)
