@@ -286,18 +286,29 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 // tryWrite writes what the pipe takes of b now, without waiting, and
 // reports how much that was: 0 when the pipe is full, on an error (which
 // the waiting write meets again), or when a write deadline left on stdin
-// has passed (the waiting write sets its own).
+// has passed (the waiting write sets its own). The caller holds writeTok.
 func (p *Process) tryWrite(b []byte) int {
-	n := 0
-	err := p.stdinRaw.Write(func(fd uintptr) bool {
-		m, err := syscall.Write(int(fd), b)
-		if err == nil {
-			n = m
-		}
-		return true // never wait for room here
-	})
+	p.try = tryState{b: b}
+	err := p.stdinRaw.Write(p.tryFD)
+	n := p.try.n
+	p.try = tryState{}
 	if err != nil {
 		return 0
 	}
 	return n
+}
+
+// tryState is one tryWrite's message and outcome, in the Process rather
+// than captured by a closure, so that a message costs no closure.
+type tryState struct {
+	b []byte
+	n int
+}
+
+// writeFD is tryWrite's one attempt on stdin's descriptor.
+func (p *Process) writeFD(fd uintptr) bool {
+	if n, err := syscall.Write(int(fd), p.try.b); err == nil {
+		p.try.n = n
+	}
+	return true // never wait for room here
 }

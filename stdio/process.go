@@ -73,10 +73,12 @@ type Process struct {
 	stderr   *os.File        // read end
 	lines    *lineReader
 
-	writeTok chan struct{} // 1-buffered: holding it means owning stdin for one whole line
-	writeErr error         // set once stdin is broken; guarded by writeTok
-	broken   atomic.Bool   // writeErr != nil, readable without the token
-	scratch  []byte        // the last piece of a line and its newline; guarded by writeTok
+	writeTok chan struct{}         // 1-buffered: holding it means owning stdin for one whole line
+	writeErr error                 // set once stdin is broken; guarded by writeTok
+	broken   atomic.Bool           // writeErr != nil, readable without the token
+	scratch  []byte                // the last piece of a line and its newline; guarded by writeTok
+	try      tryState              // tryWrite's; guarded by writeTok
+	tryFD    func(fd uintptr) bool // writeFD, made once (see tryWrite)
 
 	exited     chan struct{}
 	exitErr    error // valid after exited is closed
@@ -139,6 +141,7 @@ func Start(cfg Config) (*Process, error) {
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("start %s: stdin pipe: %w", cfg.Path, err)
 	}
+	p.tryFD = p.writeFD
 	p.log = cfg.Logger.With("pid", p.pid)
 	p.lines = newLineReader(stdoutR, cfg.MaxMessageBytes)
 	p.writeTok <- struct{}{}
