@@ -21,7 +21,8 @@ type Transport interface {
 	ReadMessage() ([]byte, error)
 	// WriteMessage writes one message. It returns ctx.Err() only when ctx
 	// ended before any of the message went out; any other error means the
-	// message was not delivered. Safe for concurrent use.
+	// message was not delivered. It keeps no reference to msg once it
+	// returns. Safe for concurrent use.
 	WriteMessage(ctx context.Context, msg []byte) error
 	// Close stops the child; ReadMessage then returns an error.
 	Close() error
@@ -185,6 +186,7 @@ type Bridge struct {
 	unknown  atomic.Uint64 // responses for ids the bridge never sent
 	restarts atomic.Uint64
 	bugs     atomic.Uint64
+	lines    sync.Pool                     // *[]byte: buffers for the lines written to children (see lineBuf)
 	changed  atomic.Pointer[chan struct{}] // closed when the status may have changed; nil while nobody is in Await
 
 	mu      sync.Mutex
@@ -210,6 +212,26 @@ func New(start StartFunc, opts Options) *Bridge {
 		w.launch()
 	}
 	return b
+}
+
+// maxPooledLine is the largest line buffer kept for reuse: a rare large
+// request is not held on to for the next small one.
+const maxPooledLine = 64 << 10
+
+// lineBuf returns a buffer to build a line for a child in; freeLineBuf
+// takes it back once the line is written, which is the end of its use: a
+// Transport keeps no message past WriteMessage.
+func (b *Bridge) lineBuf() *[]byte {
+	if buf, ok := b.lines.Get().(*[]byte); ok {
+		return buf
+	}
+	return new([]byte)
+}
+
+func (b *Bridge) freeLineBuf(buf *[]byte) {
+	if cap(*buf) <= maxPooledLine {
+		b.lines.Put(buf)
+	}
 }
 
 // ErrClosed is returned by WaitReady once the bridge is closed. Calls made

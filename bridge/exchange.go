@@ -48,7 +48,10 @@ const (
 // inputResponses). On failure the call has ended and the error says why.
 func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 	ex := &exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, ctx: c.ctx, internal: c.internal(), call: c}
-	line := c.line(ex.id, set)
+	buf := ch.b.lineBuf()
+	defer ch.b.freeLineBuf(buf)
+	line := c.appendLine((*buf)[:0], ex.id, set)
+	*buf = line // grown, for the next line
 	if err := ch.register(ex); err != nil {
 		e := notRunning(err)
 		c.abort(e, "")

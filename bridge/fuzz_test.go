@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -41,7 +43,7 @@ func FuzzRewrite(f *testing.F) {
 		ch := newChild(&worker{b: b, log: b.log}, nil)
 		ch.setEra(EraLegacy)
 		c := ch.newCall(context.Background(), callSpec{req: req})
-		line := c.line(gw, nil)
+		line := c.appendLine(nil, gw, nil)
 		if bytes.ContainsAny(line, "\r\n") {
 			t.Fatalf("the child's line has a line break: %q", line)
 		}
@@ -61,7 +63,11 @@ func FuzzRewrite(f *testing.F) {
 		ch.setEra(EraModern)
 		set := []mcp.Member{{Key: mcp.ParamInputResponses, Value: []byte(`{}`)}, {Key: mcp.ParamRequestState, Value: []byte(`"s"`)}}
 		c.caller.Meta = []mcp.Member{{Key: mcp.MetaTraceparent, Value: []byte(`"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"`)}}
-		modern := c.line(gw, set)
+		modern := c.appendLine([]byte("kept"), gw, set)
+		if !bytes.HasPrefix(modern, []byte("kept")) {
+			t.Fatalf("appendLine did not append: %q", modern)
+		}
+		modern = modern[len("kept"):]
 		c.caller.Meta = nil
 		ch.setEra(EraLegacy)
 		if m, err := jsonrpc.Parse(modern); err != nil {
@@ -135,4 +141,43 @@ func sameJSON(a, b []byte) bool {
 		return bytes.Equal(a, b)
 	}
 	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// appendSplice writes what jsonrpc.Splice makes of the same edits, ties
+// (insertions at one place) included, after what dst holds.
+func TestAppendSpliceIsSplice(t *testing.T) {
+	t.Parallel()
+	b := []byte(`{"jsonrpc":"2.0","id":12,"method":"m","params":{"a":[1,2,3]}}`)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 2000 {
+		// Up to 12 edits (as many as Splice sorts stably), cut from sorted
+		// points, some of them empty spans at one place.
+		n := rng.IntN(13)
+		points := make([]int, 2*n)
+		for i := range points {
+			points[i] = rng.IntN(len(b) + 1)
+		}
+		slices.Sort(points)
+		var all []jsonrpc.Edit
+		starts := map[int]bool{} // of the spans that are not empty
+		for i := range n {
+			sp := jsonrpc.Span{Start: points[2*i], End: points[2*i+1]}
+			if rng.IntN(3) == 0 {
+				sp.End = sp.Start
+			}
+			all = append(all, jsonrpc.Edit{Span: sp, New: []byte(strconv.Itoa(round*100 + i))})
+			if sp.End > sp.Start {
+				starts[sp.Start] = true
+			}
+		}
+		// An insertion where a replaced span starts would overlap it.
+		all = slices.DeleteFunc(all, func(e jsonrpc.Edit) bool { return e.Span.End == e.Span.Start && starts[e.Span.Start] })
+		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		cut := rng.IntN(len(all) + 1)
+		want := append([]byte("dst:"), jsonrpc.Splice(b, all...)...)
+		x, y := slices.Clone(all[:cut]), slices.Clone(all[cut:])
+		if got := appendSplice([]byte("dst:"), b, x, y); !bytes.Equal(got, want) {
+			t.Fatalf("edits %v then %v: got %s, want %s", all[:cut], all[cut:], got, want)
+		}
+	}
 }
