@@ -98,6 +98,11 @@ type call struct {
 	stopCtx func() bool // detaches the client's ctx
 	slot    *slot       // released when the call ends
 	onEnd   func(*call) // runs once when the call ends
+
+	// first is the call's first exchange (see newExchange); firstUsed
+	// (guarded by mu) says it was taken.
+	first     exchange
+	firstUsed bool
 }
 
 // callSpec says what newCall makes.
@@ -294,6 +299,20 @@ func sortEdits(edits []jsonrpc.Edit) {
 			edits[j], edits[j-1] = edits[j-1], edits[j]
 		}
 	}
+}
+
+// newExchange is room for the call's next exchange. The first is part of
+// the call, which most calls never go beyond: a call and its exchange are
+// one allocation. A parked exchange keeps the call it was made in alive
+// until the exchange ends; a retry's call takes it over as it is.
+func (c *call) newExchange() *exchange {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.firstUsed {
+		return new(exchange)
+	}
+	c.firstUsed = true
+	return &c.first
 }
 
 // attach makes ex the call's exchange in flight, unless the call has

@@ -47,7 +47,8 @@ const (
 // written. set are params members the gateway sets (a retry's
 // inputResponses). On failure the call has ended and the error says why.
 func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
-	ex := &exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, ctx: c.ctx, internal: c.internal(), call: c}
+	ex := c.newExchange()
+	*ex = exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, ctx: c.ctx, internal: c.internal(), call: c}
 	buf := ch.b.lineBuf()
 	defer ch.b.freeLineBuf(buf)
 	line := c.appendLine((*buf)[:0], ex.id, set)
