@@ -214,26 +214,6 @@ func New(start StartFunc, opts Options) *Bridge {
 	return b
 }
 
-// maxPooledLine is the largest line buffer kept for reuse: a rare large
-// request is not held on to for the next small one.
-const maxPooledLine = 64 << 10
-
-// lineBuf returns a buffer to build a line for a child in; freeLineBuf
-// takes it back once the line is written, which is the end of its use: a
-// Transport keeps no message past WriteMessage.
-func (b *Bridge) lineBuf() *[]byte {
-	if buf, ok := b.lines.Get().(*[]byte); ok {
-		return buf
-	}
-	return new([]byte)
-}
-
-func (b *Bridge) freeLineBuf(buf *[]byte) {
-	if cap(*buf) <= maxPooledLine {
-		b.lines.Put(buf)
-	}
-}
-
 // ErrClosed is returned by WaitReady once the bridge is closed. Calls made
 // after Close fail with the gateway's shutting_down error instead, which
 // the HTTP side relays.

@@ -26,7 +26,8 @@
 //     cancel.
 //   - call (call.go, mailbox.go) is one request as its client sees it (the
 //     Call interface): one exchange, or several in a row when a 2026 child
-//     needs input from a 2025 client.
+//     needs input from a 2025 client. line.go writes the request as each
+//     exchange sends it.
 //   - questions (questions.go, park.go, inputs.go) are the child's questions
 //     for clients in the middle of a call, and the calls parked for a 2026
 //     client's retry.
@@ -77,7 +78,7 @@
 //     every call waiting for a legacy client's answers.
 //   - exchange.mu: its call (nil while parked) and how far its write got.
 //   - call.mu: whether it has ended, its exchange in flight, its timer, its
-//     slot.
+//     slot, whether its first exchange is taken.
 //   - mailbox.mu: what waits for the client.
 //   - toolCache.mu, background.mu: the x-mcp-header cache; the goroutines
 //     close waits for.
