@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Edit replaces the bytes of Span with New.
@@ -16,8 +17,12 @@ type Edit struct {
 // must not overlap. This is how ids and tokens are rewritten without touching
 // a single byte of the payload around them.
 func Splice(b []byte, edits ...Edit) []byte {
-	edits = slices.Clone(edits)
-	slices.SortFunc(edits, func(a, b Edit) int { return a.Span.Start - b.Span.Start })
+	byStart := func(a, b Edit) int { return a.Span.Start - b.Span.Start }
+	if !slices.IsSortedFunc(edits, byStart) {
+		// The caller's slice is left as it came.
+		edits = slices.Clone(edits)
+		slices.SortFunc(edits, byStart)
+	}
 	n := len(b)
 	for _, e := range edits {
 		n += len(e.New) - (e.Span.End - e.Span.Start)
@@ -107,8 +112,25 @@ func NewErrorResponse(id []byte, e *Error) []byte {
 
 func appendString(b []byte, s string) []byte { return append(b, Quote(s)...) }
 
-// Quote is s as a JSON string.
+// Quote is s as a JSON string, as encoding/json writes it.
 func Quote(s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return q
+	if !plainJSON(s) {
+		q, _ := json.Marshal(s) // a string always marshals
+		return q
+	}
+	q := make([]byte, 0, len(s)+2)
+	return append(append(append(q, '"'), s...), '"')
+}
+
+// plainJSON reports whether encoding/json writes s as it is between
+// quotes: printable ASCII with nothing it escapes (a quote, a backslash,
+// or the <, > and & it escapes for HTML).
+func plainJSON(s string) bool {
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c < 0x20, c >= utf8.RuneSelf, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }

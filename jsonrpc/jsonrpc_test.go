@@ -150,6 +150,35 @@ func TestBuilders(t *testing.T) {
 	}
 }
 
+// Edits apply wherever they are listed, and the list is left as it came.
+func TestSpliceOrder(t *testing.T) {
+	b := []byte(`{"id":1,"token":2}`)
+	edits := []Edit{{Span{16, 17}, []byte(`"b"`)}, {Span{6, 7}, []byte(`"a"`)}}
+	want := `{"id":"a","token":"b"}`
+	if got := Splice(b, edits...); string(got) != want {
+		t.Errorf("Splice = %s, want %s", got, want)
+	}
+	if edits[0].Span.Start != 16 {
+		t.Error("Splice reordered the caller's edits")
+	}
+	if got := Splice(b, edits[1], edits[0]); string(got) != want {
+		t.Errorf("Splice in order = %s, want %s", got, want)
+	}
+}
+
+// FuzzQuote checks Quote's shortcut against encoding/json.
+func FuzzQuote(f *testing.F) {
+	for _, s := range []string{"", "2026-07-28", "a\"b", "<tag>", "a&b", "caf\u00e9", "\x7f", "\xff", "tab\t", "\u2028", `back\slash`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := Quote(s); !bytes.Equal(got, want) {
+			t.Fatalf("Quote(%q) = %s, encoding/json: %s", s, got, want)
+		}
+	})
+}
+
 // FuzzMembers checks the scanner against encoding/json: it accepts exactly
 // what json.Valid accepts, and the members it finds are the ones
 // encoding/json decodes.
