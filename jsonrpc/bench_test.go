@@ -1,6 +1,9 @@
 package jsonrpc
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The lines of one echo call, as the gateway reads them: the client's
 // request, a progress notification from the child, and the child's answer.
@@ -11,6 +14,9 @@ var (
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 	benchProgress = []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1","progress":1,"total":3}}`)
 	benchResponse = []byte(`{"jsonrpc":"2.0","id":17,"result":{"content":[{"type":"text","text":"hello from the bench"}]}}`)
+	// A large answer is mostly the text of a string.
+	benchLarge = []byte(`{"jsonrpc":"2.0","id":17,"result":{"content":[{"type":"text","text":"` +
+		strings.Repeat("The quick brown fox jumps over the lazy dog. ", 1500) + `"}]}}`)
 )
 
 func BenchmarkParse(b *testing.B) {
@@ -22,6 +28,7 @@ func BenchmarkParse(b *testing.B) {
 		{"request", benchRequest, KindRequest},
 		{"progress", benchProgress, KindNotification},
 		{"response", benchResponse, KindResponse},
+		{"large-response", benchLarge, KindResponse},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -59,38 +59,52 @@ type Message struct {
 	err    Span
 }
 
+// The envelope's members, in the order Parse checks them; every other
+// member passes through untouched.
+const (
+	memberVersion = iota
+	memberID
+	memberMethod
+	memberParams
+	memberResult
+	memberError
+	nEnvelope
+)
+
+func envelope() [nEnvelope]string {
+	return [nEnvelope]string{"jsonrpc", "id", "method", "params", "result", "error"}
+}
+
 // Parse locates the envelope of one JSON-RPC 2.0 message. Errors wrap
 // ErrParse or ErrInvalid. An envelope member that appears twice, or beside
 // a member whose name differs from it only in letter case, is refused (see
 // Find): the gateway and the peer must never read different messages from
 // the same bytes.
 func Parse(raw []byte) (*Message, error) {
-	members, err := Members(raw)
+	names := envelope()
+	var at [nEnvelope]Span
+	amb, err := findMembers(raw, names[:], at[:])
 	if err != nil {
-		var notObj *NotObjectError
-		if errors.As(err, &notObj) {
+		if _, notObj := err.(*NotObjectError); notObj {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrParse, err)
 	}
 	m := &Message{Raw: raw}
-	var hasVersion, hasID, hasMethod bool
-	// The envelope's members; every other member passes through untouched.
-	for _, name := range [...]string{"jsonrpc", "id", "method", "params", "result", "error"} {
-		v, found, err := Find(members, name)
-		if err != nil {
-			return nil, err // an *AmbiguousError, which matches ErrInvalid
+	// Member by member, as Find would be asked for them: a member's type
+	// is checked before a later member's ambiguity.
+	for i, name := range names {
+		if amb != nil && amb.Name == name {
+			return nil, amb // matches ErrInvalid
 		}
-		if !found {
+		if at[i].End == 0 {
 			continue
 		}
-		if err := m.set(name, v); err != nil {
+		if err := m.set(i, at[i]); err != nil {
 			return nil, err
 		}
-		hasVersion = hasVersion || name == "jsonrpc"
-		hasID = hasID || name == "id"
-		hasMethod = hasMethod || name == "method"
 	}
+	hasVersion, hasID, hasMethod := at[memberVersion].End > 0, at[memberID].End > 0, at[memberMethod].End > 0
 	if !hasVersion {
 		return nil, fmt.Errorf("%w: missing jsonrpc \"2.0\"", ErrInvalid)
 	}
@@ -117,34 +131,34 @@ func Parse(raw []byte) (*Message, error) {
 	return m, nil
 }
 
-// set records the envelope member name, whose value is at v in Raw, after
-// checking its type.
-func (m *Message) set(name string, v Span) error {
+// set records the envelope member (one of the member* indexes), whose
+// value is at v in Raw, after checking its type.
+func (m *Message) set(member int, v Span) error {
 	val := m.Raw[v.Start:v.End]
-	switch name {
-	case "jsonrpc":
+	switch member {
+	case memberVersion:
 		if string(val) != `"2.0"` {
 			return fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrInvalid)
 		}
-	case "id":
+	case memberID:
 		if !validID(val) {
 			return fmt.Errorf("%w: id must be a string, a number or null", ErrInvalid)
 		}
 		m.ID, m.id = val, v
-	case "method":
+	case memberMethod:
 		method, ok := plainString(val)
 		if !ok {
 			return fmt.Errorf("%w: method must be a string", ErrInvalid)
 		}
 		m.Method = method
-	case "params":
+	case memberParams:
 		if val[0] != '{' && val[0] != '[' {
 			return fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
 		}
 		m.Params, m.params = val, v
-	case "result":
+	case memberResult:
 		m.Result, m.result = val, v
-	case "error":
+	case memberError:
 		if val[0] != '{' {
 			return fmt.Errorf("%w: error must be an object", ErrInvalid)
 		}
@@ -217,15 +231,12 @@ func (m *Message) IDSpan() (Span, bool) { return m.id, m.ID != nil }
 // top level is still an object with a usable id, so that an error answer can
 // carry it; otherwise nil.
 func BestEffortID(raw []byte) []byte {
-	members, err := Members(raw)
-	if err != nil {
-		return nil
+	var at [1]Span
+	amb, err := findMembers(raw, []string{"id"}, at[:])
+	if err != nil || amb != nil || at[0].End == 0 {
+		return nil // not an object, or the id is absent or ambiguous
 	}
-	sp, found, err := Find(members, "id")
-	if !found || err != nil {
-		return nil // absent, or ambiguous
-	}
-	id := raw[sp.Start:sp.End]
+	id := raw[at[0].Start:at[0].End]
 	if !validID(id) {
 		return nil
 	}

@@ -1,11 +1,9 @@
 package jsonrpc
 
 import (
+	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -16,13 +14,6 @@ const maxDepth = 10000
 // Span is a half-open byte range [Start, End) of a JSON text.
 type Span struct{ Start, End int }
 
-// Member is one name/value pair of a JSON object. Value is a span of the
-// scanned text, so a payload is located without being copied or re-encoded.
-type Member struct {
-	Key   string
-	Value Span
-}
-
 // SyntaxError reports where a JSON text stopped being valid.
 type SyntaxError struct {
 	Offset int
@@ -31,159 +22,6 @@ type SyntaxError struct {
 
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("invalid JSON at offset %d: %s", e.Offset, e.Msg)
-}
-
-// Members validates that b is exactly one JSON object (surrounding whitespace
-// allowed) and returns its members in order. Nested values are validated but
-// not decoded. It accepts what json.Valid accepts, which the fuzz test checks.
-func Members(b []byte) ([]Member, error) {
-	s := scanner{b: b}
-	i := s.ws(0)
-	if i >= len(b) {
-		return nil, s.fail(i, "empty input")
-	}
-	if b[i] != '{' {
-		// Validate anyway so that callers can tell "not JSON" from "not an object".
-		end, err := s.value(i, 0)
-		if err != nil {
-			return nil, err
-		}
-		if j := s.ws(end); j != len(b) {
-			return nil, s.fail(j, "data after the top-level value")
-		}
-		return nil, &NotObjectError{First: b[i]}
-	}
-	// Room for a request's envelope, a call's params or its _meta (four
-	// members or fewer) at once: growing from nil allocates three times.
-	out := make([]Member, 0, 4)
-	end, err := s.object(i, 1, func(key string, v Span) { out = append(out, Member{key, v}) })
-	if err != nil {
-		return nil, err
-	}
-	if j := s.ws(end); j != len(b) {
-		return nil, s.fail(j, "data after the top-level value")
-	}
-	return out, nil
-}
-
-// NotObjectError says the text is valid JSON but its top level is not an
-// object; First is the value's first byte ('[' for a batch).
-type NotObjectError struct{ First byte }
-
-func (e *NotObjectError) Error() string {
-	if e.First == '[' {
-		return "a JSON array, not an object"
-	}
-	return "a JSON value that is not an object"
-}
-
-// Lookup finds the value at a path of object keys inside obj, for example
-// Lookup(params, "_meta", "progressToken"). The span is relative to obj.
-// ok is false when a key is missing or an intermediate value is not an
-// object. A key that is ambiguous at its level (see Find) is an
-// *AmbiguousError: the caller must not act on a member that another
-// decoder could read otherwise.
-func Lookup(obj []byte, path ...string) (v Span, ok bool, err error) {
-	v = Span{0, len(obj)}
-	for depth, key := range path {
-		members, err := Members(obj[v.Start:v.End])
-		var notObj *NotObjectError
-		if errors.As(err, &notObj) {
-			return Span{}, false, nil
-		}
-		if err != nil {
-			return Span{}, false, err
-		}
-		sp, found, err := Find(members, key)
-		if err != nil {
-			var amb *AmbiguousError
-			if errors.As(err, &amb) {
-				amb.Path = append(slices.Clone(path[:depth]), amb.Path...)
-			}
-			return Span{}, false, err
-		}
-		if !found {
-			return Span{}, false, nil
-		}
-		v = Span{v.Start + sp.Start, v.Start + sp.End}
-	}
-	return v, true, nil
-}
-
-// Get is the value at path inside obj, or nil when it is absent,
-// ambiguous, or obj is not valid JSON: for reading what a peer wrote where
-// a missing member and a malformed one mean the same.
-func Get(obj []byte, path ...string) []byte {
-	sp, ok, err := Lookup(obj, path...)
-	if !ok || err != nil {
-		return nil
-	}
-	return obj[sp.Start:sp.End]
-}
-
-// Find is the value of the member named key among members. The key must
-// be unambiguous: a decoder that keeps the last of two equal keys, or one
-// that matches keys without regard to letter case (Go's encoding/json
-// among them), must read the same member as an exact, first-and-only
-// match. So a second member named key, or one whose name equals key under
-// Unicode case folding, is an *AmbiguousError. Escapes count for what they
-// spell: "n\u0061me" is "name".
-func Find(members []Member, key string) (v Span, found bool, err error) {
-	for _, m := range members {
-		switch {
-		case m.Key == key:
-			if found {
-				return Span{}, false, &AmbiguousError{Name: key, Other: key}
-			}
-			v, found = m.Value, true
-		case strings.EqualFold(m.Key, key):
-			return Span{}, false, &AmbiguousError{Name: key, Other: m.Key}
-		}
-	}
-	return v, found, nil
-}
-
-// AmbiguousError says that an object member a reader acts on could be read
-// otherwise by another decoder: its name appears twice (Other == Name), or
-// another member's name, Other, differs from it only in letter case. Path
-// names the object holding them. It matches ErrInvalid.
-type AmbiguousError struct {
-	Path  []string
-	Name  string
-	Other string
-}
-
-func (e *AmbiguousError) Error() string {
-	where := "the message"
-	if len(e.Path) > 0 {
-		where = strings.Join(e.Path, ".")
-	}
-	if e.Other == e.Name {
-		return fmt.Sprintf("%s has the member %q twice", where, e.Name)
-	}
-	return fmt.Sprintf("%s has a member %q, which decoders that ignore letter case read as %q", where, e.Other, e.Name)
-}
-
-func (e *AmbiguousError) Is(target error) bool { return target == ErrInvalid }
-
-// PrefixMember looks for key among the members of a JSON object that may be
-// cut short, such as the first kilobytes of a line too long to keep. It
-// returns the value only if it is complete inside prefix.
-func PrefixMember(prefix []byte, key string) ([]byte, bool) {
-	s := scanner{b: prefix}
-	i := s.ws(0)
-	if i >= len(prefix) || prefix[i] != '{' {
-		return nil, false
-	}
-	var found []byte
-	// The error is expected (the text is cut); members seen before it count.
-	_, _ = s.object(i, 1, func(k string, v Span) {
-		// A value that ends the prefix may be cut short (a number, say).
-		if k == key && v.End < len(prefix) {
-			found = prefix[v.Start:v.End]
-		}
-	})
-	return found, found != nil
 }
 
 type scanner struct{ b []byte }
@@ -209,7 +47,7 @@ func (s *scanner) value(i, depth int) (int, error) {
 	}
 	switch c := s.b[i]; {
 	case c == '{':
-		return s.object(i, depth+1, nil)
+		return s.object(i, depth+1)
 	case c == '[':
 		return s.array(i, depth+1, nil)
 	case c == '"':
@@ -228,71 +66,104 @@ func (s *scanner) value(i, depth int) (int, error) {
 	}
 }
 
-// object validates an object at i; each member is reported to visit when it
-// is not nil.
-func (s *scanner) object(i, depth int, visit func(string, Span)) (int, error) {
+// keySpan is where a member's name sits: Span covers its quotes, and
+// escaped says whether it must be decoded to be read.
+type keySpan struct {
+	Span
+	escaped bool
+}
+
+// raw is the text of the key between its quotes.
+func (s *scanner) raw(k keySpan) []byte { return s.b[k.Start+1 : k.End-1] }
+
+// object validates an object at i and returns the offset after it.
+func (s *scanner) object(i, depth int) (int, error) {
+	i, more, err := s.enter(i, depth)
+	for more && err == nil {
+		var v Span
+		if _, v, err = s.member(i, depth); err == nil {
+			i, more, err = s.next(v.End)
+		}
+	}
+	return i, err
+}
+
+// The steps of an object, for readers that look at its members in turn:
+//
+//	i, more, err := s.enter(i, depth)
+//	for more && err == nil {
+//		k, v, err := s.member(i, depth)
+//		...
+//		i, more, err = s.next(v.End)
+//	}
+//
+// A member is reported before what follows it is checked, so that a text
+// cut short still yields the members before the cut.
+
+// enter starts the object at i: more is true when a member starts at next.
+func (s *scanner) enter(i, depth int) (next int, more bool, err error) {
 	if depth > maxDepth {
-		return i, s.fail(i, "nested too deeply")
+		return i, false, s.fail(i, "nested too deeply")
 	}
 	i = s.ws(i + 1)
 	if i < len(s.b) && s.b[i] == '}' {
-		return i + 1, nil
+		return i + 1, false, nil
 	}
-	for {
-		if i >= len(s.b) || s.b[i] != '"' {
-			return i, s.fail(i, "expected a string key")
-		}
-		keyStart := i
-		end, escaped, err := s.str(i)
-		if err != nil {
-			return end, err
-		}
-		var key string
-		if visit != nil {
-			key, err = s.key(keyStart, end, escaped)
-			if err != nil {
-				return keyStart, err
-			}
-		}
-		i = s.ws(end)
-		if i >= len(s.b) || s.b[i] != ':' {
-			return i, s.fail(i, "expected ':' after a key")
-		}
-		i = s.ws(i + 1)
-		vStart := i
-		i, err = s.value(i, depth)
-		if err != nil {
-			return i, err
-		}
-		if visit != nil {
-			visit(key, Span{vStart, i})
-		}
-		i = s.ws(i)
-		if i >= len(s.b) {
-			return i, s.fail(i, "unexpected end of input in an object")
-		}
-		switch s.b[i] {
-		case ',':
-			i = s.ws(i + 1)
-		case '}':
-			return i + 1, nil
-		default:
-			return i, s.fail(i, "expected ',' or '}' in an object")
-		}
-	}
+	return i, true, nil
 }
 
-func (s *scanner) key(start, end int, escaped bool) (string, error) {
-	if raw := s.b[start+1 : end-1]; !escaped && utf8.Valid(raw) {
-		return string(raw), nil
+// member validates the member that starts at i: its key, and its value.
+func (s *scanner) member(i, depth int) (k keySpan, v Span, err error) {
+	if i >= len(s.b) || s.b[i] != '"' {
+		return k, v, s.fail(i, "expected a string key")
+	}
+	end, escaped, err := s.str(i)
+	if err != nil {
+		return k, v, err
+	}
+	k = keySpan{Span{i, end}, escaped}
+	i = s.ws(end)
+	if i >= len(s.b) || s.b[i] != ':' {
+		return k, v, s.fail(i, "expected ':' after a key")
+	}
+	i = s.ws(i + 1)
+	end, err = s.value(i, depth)
+	return k, Span{i, end}, err
+}
+
+// next reads what follows a member's value, which ends at i: more is true
+// when another member starts at next, and false after the object's end.
+func (s *scanner) next(i int) (next int, more bool, err error) {
+	i = s.ws(i)
+	if i >= len(s.b) {
+		return i, false, s.fail(i, "unexpected end of input in an object")
+	}
+	switch s.b[i] {
+	case ',':
+		return s.ws(i + 1), true, nil
+	case '}':
+		return i + 1, false, nil
+	}
+	return i, false, s.fail(i, "expected ',' or '}' in an object")
+}
+
+// plain reports whether the key at k reads as it stands: no escape, and
+// valid UTF-8.
+func (s *scanner) plain(k keySpan) bool { return !k.escaped && utf8.Valid(s.raw(k)) }
+
+// key is the name at k, decoded.
+func (s *scanner) key(k keySpan) (string, error) {
+	if s.plain(k) {
+		return string(s.raw(k)), nil
 	}
 	// Rare: a key such as "\u0069d" must still match "id", and invalid UTF-8
-	// must read as encoding/json reads it.
-	var k string
-	if err := json.Unmarshal(s.b[start:end], &k); err != nil {
-		return "", s.fail(start, "bad key escape")
+	// must read as encoding/json reads it. str has validated the string,
+	// which encoding/json therefore decodes.
+	var key string
+	if err := json.Unmarshal(s.b[k.Start:k.End], &key); err != nil {
+		return "", s.fail(k.Start, "bad key escape")
 	}
-	return k, nil
+	return key, nil
 }
 
 // array validates an array at i; each element is reported to visit when it
@@ -331,17 +202,24 @@ func (s *scanner) array(i, depth int, visit func(Span)) (int, error) {
 }
 
 // str validates a string starting at the quote at i. It reports whether the
-// string contains escapes. The inner loop is the hot path for large payloads.
+// string contains escapes. The inner loops are the hot path for large
+// payloads: a tool's result is mostly the text of strings.
 func (s *scanner) str(i int) (end int, escaped bool, err error) {
 	b := s.b
 	i++
-	for i < len(b) {
-		c := b[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			i++
-			continue
+	for {
+		// Eight bytes at a time past those that need no look, then one at
+		// a time up to the byte that does.
+		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
 		}
-		switch c {
+		for i < len(b) && b[i] >= 0x20 && b[i] != '"' && b[i] != '\\' {
+			i++
+		}
+		if i >= len(b) {
+			return i, escaped, s.fail(i, "unexpected end of input in a string")
+		}
+		switch b[i] {
 		case '"':
 			return i + 1, escaped, nil
 		case '\\':
@@ -364,7 +242,19 @@ func (s *scanner) str(i int) (end int, escaped bool, err error) {
 			return i, escaped, s.fail(i, "control character in a string")
 		}
 	}
-	return i, escaped, s.fail(i, "unexpected end of input in a string")
+}
+
+// special reports whether any of the eight bytes of w ends a string, starts
+// an escape or is a control character. Each test is the classic one for a
+// zero byte, (x-0x01..)&^x&0x80.., which is exact as to whether there is
+// one; a byte below 0x20 is found the same way.
+func special(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	hasZero := func(x uint64) uint64 { return (x - ones) & ^x & highs }
+	quote := hasZero(w ^ (ones * '"'))
+	backslash := hasZero(w ^ (ones * '\\'))
+	control := (w - ones*0x20) & ^w & highs
+	return quote|backslash|control != 0
 }
 
 func isHex(c byte) bool {
@@ -421,21 +311,24 @@ func digits(b []byte, i int) int {
 	return i
 }
 
-// Elements validates that b is exactly one JSON array and returns the spans
-// of its elements. A 2025-03-26 peer may send a batch this way.
-func Elements(b []byte) ([]Span, error) {
-	s := scanner{b: b}
+// top finds the start of the top-level object of s.b. A text that is not
+// one is validated all the same, so that callers can tell "not JSON"
+// (a *SyntaxError) from "not an object" (a *NotObjectError).
+func (s *scanner) top() (int, error) {
+	b := s.b
 	i := s.ws(0)
-	if i >= len(b) || b[i] != '[' {
-		return nil, s.fail(i, "expected an array")
+	if i >= len(b) {
+		return i, s.fail(i, "empty input")
 	}
-	var out []Span
-	end, err := s.array(i, 1, func(v Span) { out = append(out, v) })
-	if err != nil {
-		return nil, err
+	if b[i] != '{' {
+		end, err := s.value(i, 0)
+		if err != nil {
+			return i, err
+		}
+		if j := s.ws(end); j != len(b) {
+			return i, s.fail(j, "data after the top-level value")
+		}
+		return i, &NotObjectError{First: b[i]}
 	}
-	if j := s.ws(end); j != len(b) {
-		return nil, s.fail(j, "data after the top-level value")
-	}
-	return out, nil
+	return i, nil
 }
