@@ -81,25 +81,20 @@ func AccessOf(method string) Access {
 // Targets is what r uses (for a method whose Access is AccessTargets). A
 // request that should name something and does not, or names it in a way
 // the gateway cannot read, is refused with a *jsonrpc.Error: the child
-// must never act on a name the policy did not see.
+// must never act on a name the policy did not see. The slice may be r's
+// own, read by every caller: it is not to be changed.
 func Targets(r *Request) ([]Target, error) {
 	switch r.Method {
 	case MethodToolsCall, MethodPromptsGet:
-		kind := KindTool
-		if r.Method == MethodPromptsGet {
-			kind = KindPrompt
-		}
-		name, ok := r.String(ParamName)
-		if !ok {
+		if !r.isName {
 			return nil, missing("params.name must be a string")
 		}
-		return []Target{{kind, name}}, nil
+		return r.target[:], nil // Read set it
 	case MethodResourcesRead, MethodSubscribe, MethodUnsubscribe:
-		uri, ok := r.String(ParamURI)
-		if !ok {
+		if !r.isURI {
 			return nil, missing("params.uri must be a string")
 		}
-		return []Target{{KindResource, uri}}, nil
+		return r.target[:], nil
 	case MethodComplete:
 		ref, _ := r.Param(ParamRef)
 		t, err := readRef(ref)
@@ -129,8 +124,8 @@ func listenTargets(r *Request) ([]Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	members, _ := jsonrpc.Members(notes) // ReadFilter has read them
-	if sp, found, _ := jsonrpc.Find(members, "resourceSubscriptions"); found {
+	// ReadFilter has refused an ambiguous member.
+	if sp, found, _ := jsonrpc.Lookup(notes, "resourceSubscriptions"); found {
 		subs := notes[sp.Start:sp.End]
 		spans, err := jsonrpc.Elements(subs)
 		if err != nil && string(subs) != "null" {
@@ -293,13 +288,9 @@ func FilterList(method string, resp []byte, keep func(Target) bool) ([]byte, int
 }
 
 func entryName(entry []byte, key string) (string, bool) {
-	members, err := jsonrpc.Members(entry)
-	if err != nil {
-		return "", false
-	}
-	sp, found, err := jsonrpc.Find(members, key)
+	sp, found, err := jsonrpc.Lookup(entry, key)
 	if err != nil || !found {
-		return "", false
+		return "", false // not an object, or the name is absent or ambiguous
 	}
 	return String(entry[sp.Start:sp.End])
 }

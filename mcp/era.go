@@ -40,19 +40,23 @@ func modernResult(method string, m *jsonrpc.Message) []jsonrpc.Edit {
 	if err != nil {
 		return nil // not an object: nothing sensible to add
 	}
-	has := map[string]bool{}
-	for _, mem := range members {
-		has[mem.Key] = true
+	has := func(key string) bool {
+		for _, mem := range members {
+			if mem.Key == key {
+				return true
+			}
+		}
+		return false
 	}
 	var add []string
-	if !has["resultType"] {
+	if !has("resultType") {
 		add = append(add, `"resultType":"`+ResultComplete+`"`)
 	}
 	if Cacheable(method) {
-		if !has["ttlMs"] {
+		if !has("ttlMs") {
 			add = append(add, `"ttlMs":0`)
 		}
-		if !has["cacheScope"] {
+		if !has("cacheScope") {
 			add = append(add, `"cacheScope":"private"`)
 		}
 	}
@@ -352,13 +356,43 @@ func String(v []byte) (string, bool) {
 		return "", false
 	}
 	if len(v) >= 2 && v[len(v)-1] == '"' && plainString(v[1:len(v)-1]) {
-		return string(v[1 : len(v)-1]), true // nothing to decode: most names and versions
+		if s, ok := vocabulary(v[1 : len(v)-1]); ok {
+			return s, true
+		}
+		return string(v[1 : len(v)-1]), true // nothing to decode: most names
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+// vocabulary is the package's own copy of b when b is a word of the
+// protocol that requests carry often (a revision, a log level, a result
+// type), so that reading one allocates nothing.
+func vocabulary(b []byte) (string, bool) {
+	switch string(b) {
+	case Modern:
+		return Modern, true
+	case ResultComplete:
+		return ResultComplete, true
+	case ResultInputRequired:
+		return ResultInputRequired, true
+	case ResultTask:
+		return ResultTask, true
+	}
+	for _, v := range legacyRevisions() {
+		if string(b) == v {
+			return v, true
+		}
+	}
+	for _, l := range logLevels() {
+		if string(b) == l {
+			return l, true
+		}
+	}
+	return "", false
 }
 
 // plainString reports whether b is the inside of a JSON string that decodes

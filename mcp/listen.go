@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"encoding/json"
-	"errors"
 	"slices"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -24,35 +23,19 @@ func ReadFilter(notifications []byte) (Filter, error) {
 	if len(notifications) == 0 || notifications[0] != '{' {
 		return f, nil
 	}
-	members, err := jsonrpc.Members(notifications)
-	if err != nil {
-		return f, invalid(err)
-	}
-	value := func(key string) ([]byte, error) {
-		sp, found, err := jsonrpc.Find(members, key)
-		if err != nil {
-			var amb *jsonrpc.AmbiguousError
-			if errors.As(err, &amb) {
-				amb.Path = []string{"params", ParamNotifications}
-			}
-			return nil, invalid(err)
+	names := [...]string{"toolsListChanged", "promptsListChanged", "resourcesListChanged", "resourceSubscriptions"}
+	var at [len(names)]jsonrpc.Span
+	if err := jsonrpc.FindMembers(notifications, names[:], at[:]); err != nil {
+		if amb, ok := err.(*jsonrpc.AmbiguousError); ok {
+			amb.Path = []string{"params", ParamNotifications}
 		}
-		if !found {
-			return nil, nil
-		}
-		return notifications[sp.Start:sp.End], nil
+		return Filter{}, invalid(err)
 	}
-	for key, dst := range map[string]*bool{"toolsListChanged": &f.ToolsListChanged, "promptsListChanged": &f.PromptsListChanged, "resourcesListChanged": &f.ResourcesListChanged} {
-		v, err := value(key)
-		if err != nil {
-			return Filter{}, err
-		}
-		*dst = string(v) == "true"
-	}
-	subs, err := value("resourceSubscriptions")
-	if err != nil {
-		return Filter{}, err
-	}
+	value := func(i int) []byte { return notifications[at[i].Start:at[i].End] } // empty when absent
+	f.ToolsListChanged = string(value(0)) == "true"
+	f.PromptsListChanged = string(value(1)) == "true"
+	f.ResourcesListChanged = string(value(2)) == "true"
+	subs := value(3)
 	if len(subs) > 0 && subs[0] == '[' {
 		spans, _ := jsonrpc.Elements(subs)
 		for _, sp := range spans {

@@ -10,6 +10,8 @@
 // so nothing MCP-specific is spelled twice.
 package mcp
 
+import "slices"
+
 // Revisions.
 const (
 	// Modern is the stateless revision: no initialize, no sessions, every
@@ -21,11 +23,12 @@ const (
 
 // IsLegacy reports whether v is a revision that starts with initialize.
 func IsLegacy(v string) bool {
-	switch v {
-	case "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05":
-		return true
-	}
-	return false
+	l := legacyRevisions()
+	return slices.Contains(l[:], v)
+}
+
+func legacyRevisions() [4]string {
+	return [4]string{LatestLegacy, "2025-06-18", "2025-03-26", "2024-11-05"}
 }
 
 // Methods.

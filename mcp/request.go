@@ -1,8 +1,8 @@
 package mcp
 
 import (
-	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
@@ -50,6 +50,11 @@ type Request struct {
 	*jsonrpc.Message
 	params [nParams]jsonrpc.Span // where each member's value sits in Raw; zero when absent
 	meta   [nMeta]jsonrpc.Span
+	// params.name and params.uri decoded, once: the policy, the audit line
+	// and the Mcp-Name check each read them.
+	name, uri     string
+	isName, isURI bool
+	target        [1]Target // what Targets returns for a method that names one thing
 }
 
 // Read reads m, a client's request or notification. It refuses (with a
@@ -63,55 +68,65 @@ type Request struct {
 // number. jsonrpc.Parse has already done the same for the envelope.
 func Read(m *jsonrpc.Message) (*Request, error) {
 	r := &Request{Message: m}
-	ps, ok := m.ParamsSpan()
-	if !ok || m.Params[0] != '{' {
-		return r, nil // absent, or positional: nothing to read by name
-	}
-	members, err := jsonrpc.Members(m.Params)
-	if err != nil {
-		return nil, invalid(err) // cannot happen: Parse validated params
-	}
-	names := readParams()
-	if err := find(members, names[:], ps, r.params[:], "params"); err != nil {
+	if err := r.read(); err != nil {
 		return nil, err
 	}
-	meta, ok := r.Param(ParamMeta)
-	switch {
-	case !ok || string(meta) == "null":
-		return r, nil
-	case meta[0] != '{':
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params._meta must be an object"}
-	}
-	members, err = jsonrpc.Members(meta)
-	if err != nil {
-		return nil, invalid(err)
-	}
-	keys := readMeta()
-	if err := find(members, keys[:], r.params[paramIndex(ParamMeta)], r.meta[:], "params", "_meta"); err != nil {
-		return nil, err
-	}
-	if tok, ok := r.Meta(MetaProgressToken); ok {
-		if c := tok[0]; c != '"' && c != '-' && (c < '0' || c > '9') {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params._meta.progressToken must be a string or a number"}
-		}
+	name, _ := r.Param(ParamName)
+	r.name, r.isName = String(name)
+	uri, _ := r.Param(ParamURI)
+	r.uri, r.isURI = String(uri)
+	switch r.Method {
+	case MethodToolsCall:
+		r.target[0] = Target{KindTool, r.name}
+	case MethodPromptsGet:
+		r.target[0] = Target{KindPrompt, r.name}
+	case MethodResourcesRead, MethodSubscribe, MethodUnsubscribe:
+		r.target[0] = Target{KindResource, r.uri}
 	}
 	return r, nil
 }
 
-// find records where each of names sits among members, an object whose
-// value starts at obj in Raw.
-func find(members []jsonrpc.Member, names []string, obj jsonrpc.Span, out []jsonrpc.Span, path ...string) error {
-	for i, name := range names {
-		v, found, err := jsonrpc.Find(members, name)
-		if err != nil {
-			var amb *jsonrpc.AmbiguousError
-			if errors.As(err, &amb) {
-				amb.Path = path
-			}
-			return invalid(err)
+func (r *Request) read() error {
+	ps, ok := r.ParamsSpan()
+	if !ok || r.Params[0] != '{' {
+		return nil // absent, or positional: nothing to read by name
+	}
+	names := readParams()
+	if err := find(r.Params, names[:], ps, r.params[:], "params"); err != nil {
+		return err
+	}
+	meta, ok := r.Param(ParamMeta)
+	switch {
+	case !ok || string(meta) == "null":
+		return nil
+	case meta[0] != '{':
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params._meta must be an object"}
+	}
+	keys := readMeta()
+	if err := find(meta, keys[:], r.params[paramIndex(ParamMeta)], r.meta[:], "params", "_meta"); err != nil {
+		return err
+	}
+	if tok, ok := r.Meta(MetaProgressToken); ok {
+		if c := tok[0]; c != '"' && c != '-' && (c < '0' || c > '9') {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params._meta.progressToken must be a string or a number"}
 		}
-		if found {
-			out[i] = jsonrpc.Span{Start: obj.Start + v.Start, End: obj.Start + v.End}
+	}
+	return nil
+}
+
+// find records in out where each of names sits in the object obj, whose
+// value is at at in Raw.
+func find(obj []byte, names []string, at jsonrpc.Span, out []jsonrpc.Span, path ...string) error {
+	if err := jsonrpc.FindMembers(obj, names, out); err != nil {
+		if amb, ok := err.(*jsonrpc.AmbiguousError); ok {
+			amb.Path = slices.Clone(path) // a copy: path stays on the stack
+		}
+		// Anything else cannot happen: Parse validated params.
+		return invalid(err)
+	}
+	for i, v := range out {
+		if v.End > 0 {
+			out[i] = jsonrpc.Span{Start: at.Start + v.Start, End: at.Start + v.End}
 		}
 	}
 	return nil
@@ -172,6 +187,12 @@ func (r *Request) value(sp jsonrpc.Span) ([]byte, bool) {
 // String is the value of a params member that is a JSON string, decoded;
 // ok is false when it is absent or not a string.
 func (r *Request) String(name string) (s string, ok bool) {
+	switch name {
+	case ParamName:
+		return r.name, r.isName
+	case ParamURI:
+		return r.uri, r.isURI
+	}
 	v, _ := r.Param(name)
 	return String(v)
 }
