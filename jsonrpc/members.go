@@ -26,18 +26,27 @@ func Members(b []byte) ([]Member, error) {
 	// Room for a request's envelope, a call's params or its _meta (four
 	// members or fewer) at once: growing from nil allocates three times.
 	out := make([]Member, 0, 4)
-	// Where each key sits, until the keys are copied out together.
-	var keyBuf [8]keySpan
-	keys := keyBuf[:0]
+	// The keys that read as they stand (most) are copied out together,
+	// into one string, once the object is read; the others are decoded
+	// one by one.
+	var plainBuf [8]plainKey
+	plain, n := plainBuf[:0], 0
 	i, more, err := s.enter(i, 1)
 	for more && err == nil {
 		var k keySpan
 		var v Span
-		if k, v, err = s.member(i, 1); err == nil {
-			out = append(out, Member{Value: v})
-			keys = append(keys, k)
-			i, more, err = s.next(v.End)
+		if k, v, err = s.member(i, 1); err != nil {
+			break
 		}
+		m := Member{Value: v}
+		if raw := s.raw(k); !k.escaped && (isASCII(raw) || utf8.Valid(raw)) {
+			plain = append(plain, plainKey{len(out), Span{k.Start + 1, k.End - 1}})
+			n += len(raw)
+		} else if m.Key, err = s.key(k); err != nil {
+			break
+		}
+		out = append(out, m)
+		i, more, err = s.next(v.End)
 	}
 	if err != nil {
 		return nil, err
@@ -45,48 +54,25 @@ func Members(b []byte) ([]Member, error) {
 	if j := s.ws(i); j != len(b) {
 		return nil, s.fail(j, "data after the top-level value")
 	}
-	if err := s.keys(out, keys); err != nil {
-		return nil, err
+	if len(plain) > 0 {
+		var all strings.Builder
+		all.Grow(n)
+		for _, k := range plain {
+			all.Write(b[k.Start:k.End])
+		}
+		joined, at := all.String(), 0
+		for _, k := range plain {
+			out[k.member].Key = joined[at : at+k.End-k.Start]
+			at += k.End - k.Start
+		}
 	}
 	return out, nil
 }
 
-// keys sets the Key of each of out, whose names are at keys: the names
-// that read as they stand share one string (one allocation, not one per
-// member), the others are decoded one by one.
-func (s *scanner) keys(out []Member, keys []keySpan) error {
-	n := 0
-	for i, k := range keys {
-		if s.plain(k) {
-			n += k.End - k.Start - 2
-			continue
-		}
-		key, err := s.key(k)
-		if err != nil {
-			return err
-		}
-		out[i].Key = key
-		keys[i].End = -1 // decoded
-	}
-	if n == 0 {
-		return nil
-	}
-	var all strings.Builder
-	all.Grow(n)
-	for _, k := range keys {
-		if k.End >= 0 {
-			all.Write(s.raw(k))
-		}
-	}
-	joined, at := all.String(), 0
-	for i, k := range keys {
-		if k.End >= 0 {
-			n := k.End - k.Start - 2
-			out[i].Key = joined[at : at+n]
-			at += n
-		}
-	}
-	return nil
+// plainKey is where the key of out[member] sits, between its quotes.
+type plainKey struct {
+	member int
+	Span
 }
 
 // FindMembers validates that obj is exactly one JSON object, as Members

@@ -149,7 +149,10 @@ func (s *scanner) next(i int) (next int, more bool, err error) {
 
 // plain reports whether the key at k reads as it stands: no escape, and
 // valid UTF-8.
-func (s *scanner) plain(k keySpan) bool { return !k.escaped && utf8.Valid(s.raw(k)) }
+func (s *scanner) plain(k keySpan) bool {
+	raw := s.raw(k)
+	return !k.escaped && (isASCII(raw) || utf8.Valid(raw))
+}
 
 // key is the name at k, decoded.
 func (s *scanner) key(k keySpan) (string, error) {
