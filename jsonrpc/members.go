@@ -102,10 +102,6 @@ func findMembers(b []byte, names []string, out []Span) (*AmbiguousError, error) 
 	if err != nil {
 		return nil, err
 	}
-	asciiNames := true
-	for _, name := range names {
-		asciiNames = asciiNames && isASCII(name)
-	}
 	// first is the first of names known to be ambiguous: the names after
 	// it no longer matter, as Find would never be asked for them.
 	first, other := len(names), ""
@@ -134,13 +130,18 @@ func findMembers(b []byte, names []string, out []Span) (*AmbiguousError, error) 
 			case !plain:
 				exact = key == name
 				fold = !exact && strings.EqualFold(key, name)
+			case ascii && (len(raw) > len(name) || len(raw) > 0 && name[0] < utf8.RuneSelf && lower(raw[0]) != lower(name[0])):
+				// Most pairs: an ASCII key matches no shorter name, even
+				// folded, nor one that starts with another ASCII letter.
+				continue
 			case len(raw) == len(name):
 				exact = string(raw) == name
 				fold = !exact && equalFold(raw, name)
-			case !asciiNames || !ascii:
+			case len(raw) < len(name) || !ascii:
 				// Letters such as 'K' and the Kelvin sign fold together
-				// at different lengths; an ASCII key and name cannot.
-				fold = strings.EqualFold(string(raw), name)
+				// at different lengths; an ASCII key and a shorter name
+				// cannot.
+				fold = equalFold(raw, name)
 			}
 			switch {
 			case exact && out[j].End == 0:
@@ -167,19 +168,20 @@ func findMembers(b []byte, names []string, out []Span) (*AmbiguousError, error) 
 	return nil, nil
 }
 
-// equalFold is strings.EqualFold(string(b), s) for b and s of the same
-// length, sparing the conversion in the usual case of ASCII on both sides.
+// equalFold is strings.EqualFold(string(b), s), sparing the conversion
+// while both are ASCII, as keys and the names looked for are.
 func equalFold(b []byte, s string) bool {
-	for i := range len(b) {
+	for i := range min(len(b), len(s)) {
 		c, d := b[i], s[i]
 		if c|d >= utf8.RuneSelf {
-			return strings.EqualFold(string(b), s)
+			// Both start a rune here: what precedes is ASCII.
+			return strings.EqualFold(string(b[i:]), s[i:])
 		}
 		if c != d && lower(c) != lower(d) {
 			return false
 		}
 	}
-	return true
+	return len(b) == len(s)
 }
 
 func lower(c byte) byte {
