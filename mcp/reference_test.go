@@ -142,3 +142,17 @@ func TestReadingACallDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// The switches that find a member's place agree with the lists Read reads.
+func TestMemberIndexes(t *testing.T) {
+	for i, name := range readParams() {
+		if got := paramIndex(name); got != i {
+			t.Errorf("paramIndex(%q) = %d, want %d", name, got, i)
+		}
+	}
+	for i, key := range readMeta() {
+		if got := metaIndex(key); got != i {
+			t.Errorf("metaIndex(%q) = %d, want %d", key, got, i)
+		}
+	}
+}

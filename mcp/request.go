@@ -136,20 +136,60 @@ func invalid(err error) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 }
 
+// paramIndex and metaIndex are where readParams and readMeta list a name
+// (a switch: the request's members are looked up several times per call).
 func paramIndex(name string) int {
-	for i, n := range readParams() {
-		if n == name {
-			return i
-		}
+	switch name {
+	case ParamName:
+		return 0
+	case ParamURI:
+		return 1
+	case ParamTaskID:
+		return 2
+	case ParamArguments:
+		return 3
+	case ParamMeta:
+		return 4
+	case ParamRequestState:
+		return 5
+	case ParamInputResponses:
+		return 6
+	case ParamLevel:
+		return 7
+	case ParamProtocolVersion:
+		return 8
+	case ParamCapabilities:
+		return 9
+	case ParamClientInfo:
+		return 10
+	case ParamRequestID:
+		return 11
+	case ParamReason:
+		return 12
+	case ParamNotifications:
+		return 13
+	case ParamRef:
+		return 14
 	}
 	panic(fmt.Sprintf("mcp: params.%s is not a member Read reads", name))
 }
 
 func metaIndex(key string) int {
-	for i, k := range readMeta() {
-		if k == key {
-			return i
-		}
+	switch key {
+	case MetaProgressToken:
+		return 0
+	case MetaProtocolVersion:
+		return 1
+	case MetaClientCapabilities:
+		return 2
+	case MetaClientInfo:
+		return 3
+	case MetaLogLevel:
+		return 4
+	case MetaTraceparent:
+		return 5
+	case MetaTracestate:
+		return 6
 	}
 	panic(fmt.Sprintf("mcp: params._meta[%q] is not a member Read reads", key))
 }
