@@ -20,7 +20,8 @@ func modernCall(text string) []byte {
 		strconv.Quote(text) + `},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 }
 
-// httpCaller posts one body per call and checks the answer echoes.
+// httpCaller posts one body per call and checks the answer echoes, under
+// the client's id (every call sends id 1).
 type httpCaller struct {
 	client *http.Client
 	url    string
@@ -48,7 +49,7 @@ func (c *httpCaller) Call(ctx context.Context, text string) error {
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(strconv.Quote(text))) {
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(strconv.Quote(text))) || !bytes.Contains(b, []byte(`"id":1,`)) {
 		return fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
 	}
 	return nil
