@@ -166,6 +166,11 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
+	if bytes.ContainsAny(body, "\r\n") {
+		// One request is one line on the child's stdin.
+		http.Error(w, "the relay takes a body on one line", http.StatusBadRequest)
+		return
+	}
 	start, end, ok := idSpan(body)
 	if !ok {
 		http.Error(w, "a request with an id, a string or a number, is all the relay takes", http.StatusBadRequest)
@@ -197,9 +202,17 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "writing to the child: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	a, ok := <-answer
-	if !ok {
-		http.Error(w, "the child is gone", http.StatusBadGateway)
+	var a relayed
+	select {
+	case a, ok = <-answer:
+		if !ok {
+			http.Error(w, "the child is gone", http.StatusBadGateway)
+			return
+		}
+	case <-r.Context().Done():
+		rl.mu.Lock()
+		delete(rl.waiting, id)
+		rl.mu.Unlock()
 		return
 	}
 	clientID := body[start:end]

@@ -85,8 +85,8 @@ func relayedCall(id, text string, late bool) string {
 // Through the relay in front of the real echo child: the child is sent the
 // body with the relay's own id in place of the client's and nothing else
 // changed; the client is answered the child's line with its own id put
-// back, byte for byte; a body with no id is refused and the child sent
-// nothing; concurrent calls each get their own answer.
+// back, byte for byte; a body with no id, or not on one line, is refused
+// and the child sent nothing; concurrent calls each get their own answer.
 func TestRelayRewritesIDs(t *testing.T) {
 	e := startEcho(t)
 	var toChild, fromChild lockedBuffer
@@ -160,13 +160,14 @@ func TestRelayRewritesIDs(t *testing.T) {
 		`{"jsonrpc":"2.0","id":{"n":1},"method":"ping"}`,
 		`not json`,
 		``,
+		"{\"jsonrpc\":\"2.0\",\n\"id\":3,\"method\":\"ping\"}",
 	} {
 		if code, answer, _ := post(body); code != http.StatusBadRequest {
 			t.Errorf("%q: %d %s; want 400", body, code, answer)
 		}
 	}
 	if sent := toChild.take(); sent != "" {
-		t.Errorf("the child was sent %q for bodies with no id", sent)
+		t.Errorf("the child was sent %q for bodies it refused", sent)
 	}
 
 	// Many calls at once, with ids of both kinds that repeat across

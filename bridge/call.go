@@ -221,7 +221,7 @@ func reasonFor(ctx context.Context) string {
 
 // answeredByGateway is a call the gateway answered itself: born ended.
 func answeredByGateway(req *mcp.Request, result []byte) *call {
-	c := &call{clientID: req.ID, method: req.Method, ended: true}
+	c := &call{ctx: context.Background(), clientID: req.ID, method: req.Method, ended: true}
 	c.box.init(1)
 	c.box.finish(jsonrpc.NewResult(req.ID, result), nil)
 	return c

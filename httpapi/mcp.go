@@ -78,20 +78,19 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readBody reads a POST's JSON body within the size and time limits, or
-// answers the client itself and reports false.
 // bodyPrealloc bounds what readAll sets aside before a body arrives: a
-// Content-Length is only a claim, and a bigger body grows as it comes.
-const bodyPrealloc = 64 << 10
+// Content-Length is only a claim (a client may declare much and send
+// little, slowly), and a bigger body grows as it comes.
+const bodyPrealloc = 16 << 10
 
 // readAll is io.ReadAll with room made for the size the request declares
-// (-1 when it declares none), so that a body is read into one buffer of
-// its size rather than grown from 512 bytes.
-func readAll(r io.Reader, size int64) ([]byte, error) {
+// (-1 when it declares none), at most limit, so that a body is read into
+// one buffer of its size rather than grown from 512 bytes.
+func readAll(r io.Reader, size, limit int64) ([]byte, error) {
 	if size < 0 {
 		size = 512
 	}
-	b := make([]byte, 0, min(size, bodyPrealloc)+1) // +1: room for the read that finds the end
+	b := make([]byte, 0, min(size, limit, bodyPrealloc)+1) // +1: room for the read that finds the end
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -107,6 +106,8 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 	}
 }
 
+// readBody reads a POST's JSON body within the size and time limits, or
+// answers the client itself and reports false.
 func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		writeError(w, http.StatusUnsupportedMediaType, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
@@ -118,7 +119,7 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 	// stream that lasts as long as the call.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(h.opts.ClientTimeout))
-	body, err := readAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), r.ContentLength)
+	body, err := readAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), r.ContentLength, h.opts.MaxBodyBytes)
 	if err == nil {
 		_ = rc.SetReadDeadline(time.Time{})
 		return body, true

@@ -440,7 +440,7 @@ func TestReadAll(t *testing.T) {
 				"plain": func(r io.Reader) io.Reader { return r }, "one byte": iotest.OneByteReader,
 				"data with EOF": iotest.DataErrReader, "half": iotest.HalfReader,
 			} {
-				got, err := readAll(wrap(strings.NewReader(body)), declared)
+				got, err := readAll(wrap(strings.NewReader(body)), declared, 1<<20)
 				if err != nil || string(got) != body {
 					t.Errorf("%s, %d bytes declared %d: %d bytes, %v", name, len(body), declared, len(got), err)
 				}
@@ -448,7 +448,7 @@ func TestReadAll(t *testing.T) {
 		}
 	}
 	failing := io.MultiReader(strings.NewReader("part"), iotest.ErrReader(io.ErrUnexpectedEOF))
-	if got, err := readAll(failing, 100); err != io.ErrUnexpectedEOF || string(got) != "part" {
+	if got, err := readAll(failing, 100, 1<<20); err != io.ErrUnexpectedEOF || string(got) != "part" {
 		t.Errorf("a failing read: %q, %v", got, err)
 	}
 }

@@ -46,13 +46,15 @@ var ErrBroken = errors.New("stdio: child stdin broken")
 var ErrStalled = errors.New("stdio: child is not reading its stdin")
 
 type lineReader struct {
-	br         *bufio.Reader
-	max        int
-	collecting atomic.Bool // a collection after a large line runs (see collect)
+	br    *bufio.Reader
+	max   int
+	last  int          // the size of the last large line read (see collect)
+	asked atomic.Int32 // collections asked for since the one running began; 0: none runs (see collect)
+	gc    func()       // runtime.GC; a test's own to see when collections are made
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max, gc: runtime.GC}
 }
 
 // collectAfter is the size of line from which reading it ends with a
@@ -89,6 +91,11 @@ func (r *lineReader) next() ([]byte, error) {
 		case parts != nil || full:
 			parts = append(parts, bytes.Clone(chunk))
 			size += len(chunk)
+			if size >= collectAfter && size-len(chunk) < collectAfter {
+				// A large line begins: the last one is most likely garbage
+				// by now, and collected, its memory takes this one's pieces.
+				r.collect(max(size, r.last))
+			}
 		}
 		if full {
 			continue
@@ -107,6 +114,7 @@ func (r *lineReader) next() ([]byte, error) {
 			parts = nil
 			line = trimEOL(line)
 			r.collect(size)
+			r.last = size
 		} else {
 			line = bytes.Clone(trimEOL(chunk))
 		}
@@ -125,28 +133,37 @@ func (r *lineReader) next() ([]byte, error) {
 	}
 }
 
-// collect starts a garbage collection after a line of size bytes, read in
-// pieces that are garbage now, when the line is a large part of the heap.
-// Left to the collector's pace, the heap would grow to twice what was live
-// at the line's peak (its pieces and itself) before the next collection,
-// and the next such line would find that room and fill it again; one
-// collection now keeps the resident set near the line's size. It runs on
-// a goroutine of its own, never holding up the reader, one at a time; and
-// not when the heap is large beside the line (thousands of open streams),
-// where a collection would cost more than the line and save little.
+// collect starts a garbage collection around a line of size bytes, when
+// the line is a large part of the heap: as a large line begins (the last
+// one's memory, garbage by then, is what its pieces should fill) and once
+// it is read (its pieces are garbage then). Left to the collector's pace,
+// the heap would grow to twice what was live at a line's peak (its pieces
+// and itself) before the next collection, and each large line would find
+// that room and add to it. It runs on a goroutine of its own, never
+// holding up the reader, one at a time; a collection asked for while one
+// runs is made after it. Not when the heap is large beside the line
+// (thousands of open streams), where a collection would cost more than
+// the line and save little.
 func (r *lineReader) collect(size int) {
-	if size < collectAfter || !r.collecting.CompareAndSwap(false, true) {
+	if size < collectAfter {
 		return
 	}
 	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(live)
 	if live[0].Value.Kind() == metrics.KindUint64 && live[0].Value.Uint64() > 4*uint64(size) {
-		r.collecting.Store(false)
 		return
 	}
+	if r.asked.Add(1) > 1 {
+		return // the running one goes on with another after it
+	}
 	go func() {
-		defer r.collecting.Store(false)
-		runtime.GC()
+		for {
+			r.gc()
+			if r.asked.CompareAndSwap(1, 0) {
+				return // nothing was asked while it ran
+			}
+			r.asked.Store(1)
+		}
 	}()
 }
 

@@ -1,0 +1,65 @@
+package stdio
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"time"
+)
+
+// A large line is collected around: once as it begins, when the last
+// large line is likely garbage and its memory should take the new one's
+// pieces, and once it is read, when its pieces are garbage. A collection
+// asked for while one runs is made after it, not dropped.
+func TestLargeLinesAreCollectedAround(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	r := newLineReader(pr, 64<<20)
+	gcs := make(chan struct{}, 8)
+	release := make(chan struct{})
+	r.gc = func() {
+		gcs <- struct{}{}
+		<-release // the collection "runs" until the test lets it end
+	}
+	waitGC := func(what string) {
+		t.Helper()
+		select {
+		case <-gcs:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no collection %s", what)
+		}
+	}
+	lines := make(chan []byte, 1)
+	go func() {
+		line, err := r.next()
+		if err != nil {
+			t.Error(err)
+		}
+		lines <- line
+	}()
+	piece := bytes.Repeat([]byte("x"), 1<<20)
+	for range collectAfter/len(piece) + 1 {
+		if _, err := pw.Write(piece); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The line is not complete, and a collection has begun.
+	waitGC("as the large line began")
+	if _, err := pw.Write(append(piece, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	line := <-lines
+	if len(line) != collectAfter+2*len(piece) {
+		t.Fatalf("read %d bytes", len(line))
+	}
+	// The line was read while the first collection still ran: the second
+	// comes once it ends.
+	select {
+	case <-gcs:
+		t.Fatal("two collections at once")
+	default:
+	}
+	release <- struct{}{}
+	waitGC("once the large line was read")
+	release <- struct{}{}
+}
