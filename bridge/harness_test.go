@@ -18,7 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	runDemoChild()
 	goleak.VerifyTestMain(m)
 }
 

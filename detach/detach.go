@@ -34,6 +34,18 @@ type Streams struct {
 	idle    map[*stream]struct{} // ended, waiting for the client's next request
 	closing bool
 	ended   chan struct{} // closed and replaced each time one ends
+
+	// bufs lends a stream that left a buffer between a write and its
+	// flush: an idle stream holds none.
+	bufs sync.Pool
+}
+
+func (s *Streams) buf() *[]byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 4096)
+	return &b
 }
 
 // New returns the set of streams a server's handler lets leave. reuse

@@ -329,10 +329,6 @@ func (w *writer) SetWriteDeadline(t time.Time) error {
 	return http.NewResponseController(st.w).SetWriteDeadline(t)
 }
 
-// bufs lends a stream that left a buffer between a write and its flush:
-// an idle stream holds none.
-var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
 // bigChunk is the size from which a write goes to the connection as it is,
 // not copied into the buffer.
 const bigChunk = 16 << 10
@@ -369,7 +365,7 @@ func (st *stream) write(p []byte) (int, error) {
 
 func (st *stream) appendRaw(p []byte) {
 	if st.buf == nil {
-		st.buf = bufs.Get().(*[]byte)
+		st.buf = st.set.buf()
 	}
 	*st.buf = append(*st.buf, p...)
 }
@@ -396,7 +392,7 @@ func (st *stream) release() {
 	}
 	if cap(*st.buf) <= 64<<10 {
 		*st.buf = (*st.buf)[:0]
-		bufs.Put(st.buf)
+		st.set.bufs.Put(st.buf)
 	}
 	st.buf = nil
 }

@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -88,6 +90,92 @@ func BenchmarkCall(b *testing.B) {
 		g := startGateway(b, []string{"GATEWAY_LOG_LEVEL=info"})
 		echoCalls(b, g.URL)
 	})
+}
+
+// BenchmarkBridgeCall is one echo tools/call through the bridge to the
+// demo child, start to answer: what the bridge and the child's pipes cost
+// a call, with no HTTP. Allocations are this process's; ns/op includes
+// the child's work and the waits for it, and cpu-ns/op is the CPU this
+// process spent (the bridge, the transport, the scheduler and the
+// collector, not the child). "serial" makes one call at a time;
+// "parallel" keeps several in flight on the one child, as concurrent
+// clients do.
+//
+//	go test -run '^$' -bench BenchmarkBridgeCall -benchmem -count 6 ./cmd/gateway
+func BenchmarkBridgeCall(b *testing.B) {
+	const body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"benchmark"}}}`
+	m, err := jsonrpc.Parse([]byte(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// One request for every call: the bridge only reads it, and the
+	// client's parsing is not the bridge's cost.
+	req, err := mcp.Read(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := func(context.Context) (bridge.Transport, error) {
+		return stdio.Start(stdio.Config{Path: gatewayBin, Args: []string{"demo"}})
+	}
+	br := bridge.New(start, bridge.Options{Era: bridge.EraLegacy})
+	defer br.Close(context.Background())
+	if err := br.WaitReady(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	one := func() error {
+		// A context of its own that can end, as an HTTP request's: the
+		// call watches it.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		c, err := br.Call(ctx, req, bridge.Caller{})
+		if err != nil {
+			return err
+		}
+		resp, err := waitCall(c)
+		if err != nil || !strings.Contains(string(resp), `"benchmark"`) || !strings.HasPrefix(string(resp), `{"jsonrpc":"2.0","id":7,`) {
+			return fmt.Errorf("answer %s, %v", resp, err)
+		}
+		return nil
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			if err := one(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		b.SetParallelism(8) // 8 per core: calls overlap on the child
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := one(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// reportCPU starts counting the CPU time of this process; the func it
+// returns reports it per op as cpu-ns/op.
+func reportCPU(b *testing.B) func() {
+	start := cpuTime(b)
+	return func() {
+		b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // waitCall waits for the call's end and returns its answer.
