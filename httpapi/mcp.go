@@ -117,12 +117,20 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 	// A body that trickles in must not hold a goroutine forever; the
 	// deadline is lifted once the body is in, since the answer may be a
 	// stream that lasts as long as the call.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(h.opts.ClientTimeout))
-	body, err := readAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), r.ContentLength, h.opts.MaxBodyBytes)
-	if err == nil {
-		_ = rc.SetReadDeadline(time.Time{})
-		return body, true
+	var err error
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		// Refused as declared: waiting for the bytes would only make a
+		// client that sends them slowly wait for the same answer.
+		err = &http.MaxBytesError{Limit: h.opts.MaxBodyBytes}
+	} else {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(h.opts.ClientTimeout))
+		var body []byte
+		body, err = readAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), r.ContentLength, h.opts.MaxBodyBytes)
+		if err == nil {
+			_ = rc.SetReadDeadline(time.Time{})
+			return body, true
+		}
 	}
 	// The rest of the body will not be read: the connection cannot be
 	// reused (net/http would otherwise wait to drain it).

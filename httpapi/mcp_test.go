@@ -452,3 +452,29 @@ func TestReadAll(t *testing.T) {
 		t.Errorf("a failing read: %q, %v", got, err)
 	}
 }
+
+// A body declared over the limit is refused as soon as its headers are in,
+// not after waiting for bytes that a slow client may never finish sending.
+func TestABodyDeclaredTooBigIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{MaxBodyBytes: 1024, ClientTimeout: time.Hour})
+	conn := dial(t, srv)
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"jsonrpc\"",
+		srv.Listener.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // the hour would be the old answer
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+		t.Errorf("status %d, close %v; want 413 and the connection closed", resp.StatusCode, resp.Close)
+	}
+	if n := len(f.calls); n != 0 {
+		t.Errorf("the backend saw %d calls", n)
+	}
+}
