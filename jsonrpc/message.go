@@ -105,30 +105,39 @@ func Parse(raw []byte) (*Message, error) {
 		}
 	}
 	hasVersion, hasID, hasMethod := at[memberVersion].End > 0, at[memberID].End > 0, at[memberMethod].End > 0
+	if err := m.classify(hasVersion, hasID, hasMethod); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// classify sets the message's kind from the envelope members it has, or
+// says why it is none.
+func (m *Message) classify(hasVersion, hasID, hasMethod bool) error {
 	if !hasVersion {
-		return nil, fmt.Errorf("%w: missing jsonrpc \"2.0\"", ErrInvalid)
+		return fmt.Errorf("%w: missing jsonrpc \"2.0\"", ErrInvalid)
 	}
 	switch {
 	case hasMethod && (m.Result != nil || m.Error != nil):
-		return nil, fmt.Errorf("%w: a message cannot have both method and result or error", ErrInvalid)
+		return fmt.Errorf("%w: a message cannot have both method and result or error", ErrInvalid)
 	case hasMethod && hasID:
 		if string(m.ID) == "null" {
-			return nil, fmt.Errorf("%w: a request id must not be null", ErrInvalid)
+			return fmt.Errorf("%w: a request id must not be null", ErrInvalid)
 		}
 		m.Kind = KindRequest
 	case hasMethod:
 		m.Kind = KindNotification
 	case m.Result != nil && m.Error != nil:
-		return nil, fmt.Errorf("%w: a response cannot have both result and error", ErrInvalid)
+		return fmt.Errorf("%w: a response cannot have both result and error", ErrInvalid)
 	case m.Result != nil || m.Error != nil:
 		if !hasID {
-			return nil, fmt.Errorf("%w: a response needs an id", ErrInvalid)
+			return fmt.Errorf("%w: a response needs an id", ErrInvalid)
 		}
 		m.Kind = KindResponse
 	default:
-		return nil, fmt.Errorf("%w: neither a request, a notification nor a response", ErrInvalid)
+		return fmt.Errorf("%w: neither a request, a notification nor a response", ErrInvalid)
 	}
-	return m, nil
+	return nil
 }
 
 // set records the envelope member (one of the member* indexes), whose

@@ -84,28 +84,8 @@ func refParse(raw []byte) (*Message, error) {
 		has[i] = true
 	}
 	hasVersion, hasID, hasMethod := has[memberVersion], has[memberID], has[memberMethod]
-	if !hasVersion {
-		return nil, fmt.Errorf("%w: missing jsonrpc \"2.0\"", ErrInvalid)
-	}
-	switch {
-	case hasMethod && (m.Result != nil || m.Error != nil):
-		return nil, fmt.Errorf("%w: a message cannot have both method and result or error", ErrInvalid)
-	case hasMethod && hasID:
-		if string(m.ID) == "null" {
-			return nil, fmt.Errorf("%w: a request id must not be null", ErrInvalid)
-		}
-		m.Kind = KindRequest
-	case hasMethod:
-		m.Kind = KindNotification
-	case m.Result != nil && m.Error != nil:
-		return nil, fmt.Errorf("%w: a response cannot have both result and error", ErrInvalid)
-	case m.Result != nil || m.Error != nil:
-		if !hasID {
-			return nil, fmt.Errorf("%w: a response needs an id", ErrInvalid)
-		}
-		m.Kind = KindResponse
-	default:
-		return nil, fmt.Errorf("%w: neither a request, a notification nor a response", ErrInvalid)
+	if err := m.classify(hasVersion, hasID, hasMethod); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
