@@ -309,6 +309,14 @@ func measureStreams(ctx context.Context, gw, self string, targets []target, o op
 			}
 			res.Runs = append(res.Runs, r)
 		}
+		if selected(o.only, relayName) {
+			log.Printf("streams through the stdio relay floor, run %d of %d", run+1, o.runs)
+			l, err := floorStreams(ctx, self, o.sizes, &ids)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", relayName, err)
+			}
+			res.Floor = append(res.Floor, l)
+		}
 		for _, t := range targets {
 			if t.name == "gateway" || t.name == floorName || t.name == relayName || !selected(o.only, t.name) {
 				continue

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,8 +25,13 @@ import (
 // call. One child serves every client, so each call's id is replaced by one
 // of the relay's own on the way in and put back on the way out; each call
 // is one write to the child's stdin; one reader of its stdout, shared by
-// all calls, hands each answer to the handler waiting for it. Nothing else:
-// no logging, metrics, auth, SSE or cancellation. What the gateway costs
+// all calls, hands each answer to the handler waiting for it. A call that
+// asks for progress (a progressToken, and an Accept that takes
+// text/event-stream) is answered with an SSE stream: each progress
+// notification naming its token is an event, flushed at once, and the
+// answer the last. A client that leaves before its answer becomes a
+// notifications/cancelled on the child's stdin. Nothing else: no logging,
+// metrics, auth, keep-alives, coalescing or limits. What the gateway costs
 // beyond this is its own.
 
 // relayName is the relay floor's target name.
@@ -130,25 +136,33 @@ func discover(in io.Writer, r *bufio.Reader) error {
 }
 
 // relay is the relay floor's handler and the routing of the child's
-// answers to it.
+// lines to it.
 type relay struct {
-	mu      sync.Mutex // guards next, waiting and gone
+	mu      sync.Mutex // guards next, waiting, tokens and gone
 	next    uint64     // the last id given to the child
 	waiting map[uint64]chan relayed
-	gone    bool // the child's stdout ended: no answer will come
+	tokens  map[string]chan relayed // the calls streamed, by their progress token as the client wrote it
+	gone    bool                    // the child's stdout ended: no answer will come
 
 	wmu   sync.Mutex // one message per write: lines never interleave
 	stdin io.Writer
 }
 
-// relayed is a line of the child's, with where its id is.
+// relayed is a line of the child's for a call: a progress notification, or
+// its answer, with where the answer's id is.
 type relayed struct {
 	line       []byte
 	start, end int
+	progress   bool
 }
 
+// relayBacklog is how many lines of the child's a call may have waiting
+// for its handler; progress beyond that is dropped (the floor does not
+// coalesce), and room is always kept for the answer.
+const relayBacklog = 64
+
 func newRelay(stdin io.Writer) *relay {
-	return &relay{waiting: map[uint64]chan relayed{}, stdin: stdin}
+	return &relay{waiting: map[uint64]chan relayed{}, tokens: map[string]chan relayed{}, stdin: stdin}
 }
 
 func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -176,51 +190,134 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a request with an id, a string or a number, is all the relay takes", http.StatusBadRequest)
 		return
 	}
-	answer := make(chan relayed, 1)
+	token := ""
+	if t, ok := requestToken(body); ok && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		token = string(t)
+	}
+	lines := make(chan relayed, relayBacklog)
 	rl.mu.Lock()
-	if rl.gone {
+	switch {
+	case rl.gone:
 		rl.mu.Unlock()
 		http.Error(w, "the child is gone", http.StatusBadGateway)
+		return
+	case token != "" && rl.tokens[token] != nil:
+		rl.mu.Unlock()
+		http.Error(w, "a call in progress has this progressToken", http.StatusConflict)
 		return
 	}
 	rl.next++
 	id := rl.next
-	rl.waiting[id] = answer
+	rl.waiting[id] = lines
+	if token != "" {
+		rl.tokens[token] = lines
+	}
 	rl.mu.Unlock()
 	line := make([]byte, 0, len(body)+21)
 	line = append(line, body[:start]...)
 	line = strconv.AppendUint(line, id, 10)
 	line = append(line, body[end:]...)
 	line = append(line, '\n')
-	rl.wmu.Lock()
-	_, err = rl.stdin.Write(line)
-	rl.wmu.Unlock()
-	if err != nil {
-		rl.mu.Lock()
-		delete(rl.waiting, id)
-		rl.mu.Unlock()
+	if err := rl.write(line); err != nil {
+		rl.forget(id, token)
 		http.Error(w, "writing to the child: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	clientID := body[start:end]
+	if token != "" {
+		rl.stream(w, r, id, token, clientID, lines)
 		return
 	}
 	var a relayed
 	select {
-	case a, ok = <-answer:
+	case a, ok = <-lines:
 		if !ok {
 			http.Error(w, "the child is gone", http.StatusBadGateway)
 			return
 		}
 	case <-r.Context().Done():
-		rl.mu.Lock()
-		delete(rl.waiting, id)
-		rl.mu.Unlock()
+		rl.cancel(id, token)
 		return
 	}
-	clientID := body[start:end]
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(a.line)-(a.end-a.start)+len(clientID)))
 	w.Write(a.line[:a.start])
 	w.Write(clientID)
 	w.Write(a.line[a.end:])
+}
+
+// stream answers a call that asked for progress: the headers at once, then
+// each line of the child's for it as an event, flushed as it comes, up to
+// the answer.
+func (rl *relay) stream(w http.ResponseWriter, r *http.Request, id uint64, token string, clientID []byte, lines <-chan relayed) {
+	defer rl.forget(id, token)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		rl.cancel(id, token)
+		return
+	}
+	for {
+		select {
+		case a, ok := <-lines:
+			if !ok {
+				return // the child is gone; the stream ends without an answer
+			}
+			w.Write([]byte("data: "))
+			if a.progress {
+				w.Write(a.line)
+			} else {
+				w.Write(a.line[:a.start])
+				w.Write(clientID)
+				w.Write(a.line[a.end:])
+			}
+			w.Write([]byte("\n\n"))
+			if err := rc.Flush(); err != nil {
+				if a.progress {
+					rl.cancel(id, token)
+				}
+				return
+			}
+			if !a.progress {
+				return
+			}
+		case <-r.Context().Done():
+			rl.cancel(id, token)
+			return
+		}
+	}
+}
+
+func (rl *relay) write(line []byte) error {
+	rl.wmu.Lock()
+	defer rl.wmu.Unlock()
+	_, err := rl.stdin.Write(line)
+	return err
+}
+
+// forget stops routing the child's lines to the call id, and reports
+// whether its answer was still to come.
+func (rl *relay) forget(id uint64, token string) (pending bool) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	_, pending = rl.waiting[id]
+	delete(rl.waiting, id)
+	if token != "" {
+		delete(rl.tokens, token)
+	}
+	return pending
+}
+
+// cancel tells the child that the client of the call id has left, unless
+// its answer has come meanwhile.
+func (rl *relay) cancel(id uint64, token string) {
+	if !rl.forget(id, token) {
+		return
+	}
+	line := strconv.AppendUint([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`), id, 10)
+	_ = rl.write(append(line, `,"reason":"the client left"}}`+"\n"...))
 }
 
 // readBody reads the whole request into one buffer of its declared size.
@@ -234,38 +331,51 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return io.ReadAll(body)
 }
 
-// read hands each line of the child's to the call waiting for its id, until
-// the child's stdout ends; then the calls still waiting, and those to come,
-// fail. Lines with no id of a call waiting (there are none from the echo
-// child) are dropped.
+// read hands each line of the child's to its call: an answer to the call
+// waiting for its id, a progress notification to the stream of its token.
+// Once the child's stdout ends, the calls still waiting, and those to
+// come, fail. Other lines (there are none from the suite's children) are
+// dropped.
 func (rl *relay) read(r *bufio.Reader) error {
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
 			rl.mu.Lock()
 			rl.gone = true
-			for id, answer := range rl.waiting {
-				close(answer)
+			for id, lines := range rl.waiting {
+				close(lines)
 				delete(rl.waiting, id)
 			}
+			clear(rl.tokens)
 			rl.mu.Unlock()
 			return err
 		}
 		line = bytes.TrimRight(line, "\r\n")
-		start, end, ok := idSpan(line)
-		if !ok {
+		if start, end, ok := idSpan(line); ok {
+			id, ok := parseID(line[start:end])
+			if !ok {
+				continue
+			}
+			rl.mu.Lock()
+			lines, ok := rl.waiting[id]
+			delete(rl.waiting, id)
+			rl.mu.Unlock()
+			if ok {
+				// Never blocks: progress leaves room for the answer.
+				lines <- relayed{line: line, start: start, end: end}
+			}
 			continue
 		}
-		id, ok := parseID(line[start:end])
+		token, ok := progressOf(line)
 		if !ok {
 			continue
 		}
 		rl.mu.Lock()
-		answer, ok := rl.waiting[id]
-		delete(rl.waiting, id)
+		lines := rl.tokens[string(token)]
 		rl.mu.Unlock()
-		if ok {
-			answer <- relayed{line: line, start: start, end: end}
+		if lines != nil && len(lines) < cap(lines)-1 {
+			// Only this goroutine sends, so the room just seen stays.
+			lines <- relayed{line: line, progress: true}
 		}
 	}
 }
@@ -286,23 +396,62 @@ func parseID(b []byte) (uint64, bool) {
 }
 
 // idSpan finds the value of the "id" member of the JSON object b, at its
-// top level: b[start:end] is a string (quotes included) or a number. It
-// scans only up to that value, and skips what is nested and what is inside
-// strings, so that an "id" in the params is not taken for it. ok is false
-// when b is not an object, has no such member, or its id is neither a
-// string nor a number.
+// top level: b[start:end] is a string (quotes included) or a number. ok is
+// false when b is not an object, has no such member, or its id is neither
+// a string nor a number.
 func idSpan(b []byte) (start, end int, ok bool) {
+	start, end, ok = memberSpan(b, "id")
+	if !ok || b[start] != '"' && b[start] != '-' && (b[start] < '0' || b[start] > '9') {
+		return 0, 0, false
+	}
+	return start, end, true
+}
+
+// requestToken is the progressToken a request asks for progress under
+// (params._meta.progressToken), as it is written.
+func requestToken(b []byte) ([]byte, bool) {
+	return path(b, "params", "_meta", "progressToken")
+}
+
+// progressOf is the token a progress notification names
+// (params.progressToken), as it is written.
+func progressOf(b []byte) ([]byte, bool) {
+	m, ok := path(b, "method")
+	if !ok || string(m) != `"notifications/progress"` {
+		return nil, false
+	}
+	return path(b, "params", "progressToken")
+}
+
+// path is the value of the member at names, each inside the last.
+func path(b []byte, names ...string) ([]byte, bool) {
+	for _, name := range names {
+		start, end, ok := memberSpan(b, name)
+		if !ok {
+			return nil, false
+		}
+		b = b[start:end]
+	}
+	return b, true
+}
+
+// memberSpan finds the value of the member name of the JSON object b, at
+// its top level. It scans only up to that value, and skips what is nested
+// and what is inside strings, so that a member of the same name further
+// in is not taken for it. ok is false when b is not an object, has no such
+// member, or is cut short.
+func memberSpan(b []byte, name string) (start, end int, ok bool) {
 	i := skipSpace(b, 0)
 	if i == len(b) || b[i] != '{' {
 		return 0, 0, false
 	}
 	depth := 0
-	name := false // the next string is a member's name at the top level
+	isName := false // the next string is a member's name at the top level
 	for ; i < len(b); i++ {
 		switch b[i] {
 		case '{':
 			depth++
-			name = depth == 1
+			isName = depth == 1
 		case '[':
 			depth++
 		case '}', ']':
@@ -311,37 +460,58 @@ func idSpan(b []byte) (start, end int, ok bool) {
 				return 0, 0, false
 			}
 		case ',':
-			name = depth == 1
+			isName = depth == 1
 		case '"':
 			e := stringEnd(b, i)
 			if e < 0 {
 				return 0, 0, false
 			}
-			if name && string(b[i:e]) == `"id"` {
+			if isName && string(b[i+1:e-1]) == name {
 				j := skipSpace(b, e)
 				if j == len(b) || b[j] != ':' {
 					return 0, 0, false
 				}
 				return valueSpan(b, skipSpace(b, j+1))
 			}
-			name = false
+			isName = false
 			i = e - 1
 		}
 	}
 	return 0, 0, false
 }
 
-// valueSpan is the string or number that starts at b[i].
+// valueSpan is the JSON value that starts at b[i]: a string, an object or
+// an array (to its closing bracket), or a number or literal.
 func valueSpan(b []byte, i int) (start, end int, ok bool) {
 	if i == len(b) {
 		return 0, 0, false
 	}
-	if b[i] == '"' {
+	switch b[i] {
+	case '"':
 		e := stringEnd(b, i)
 		return i, e, e > 0
+	case '{', '[':
+		depth := 0
+		for k := i; k < len(b); k++ {
+			switch b[k] {
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i, k + 1, true
+				}
+			case '"':
+				e := stringEnd(b, k)
+				if e < 0 {
+					return 0, 0, false
+				}
+				k = e - 1
+			}
+		}
+		return 0, 0, false
 	}
 	e := i
-	for e < len(b) && (b[e] >= '0' && b[e] <= '9' || b[e] == '-' || b[e] == '+' || b[e] == '.' || b[e] == 'e' || b[e] == 'E') {
+	for e < len(b) && (b[e] >= '0' && b[e] <= '9' || b[e] >= 'a' && b[e] <= 'z' || b[e] == '-' || b[e] == '+' || b[e] == '.' || b[e] == 'E') {
 		e++
 	}
 	return i, e, e > i

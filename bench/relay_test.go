@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -205,5 +206,87 @@ func TestRelayRewritesIDs(t *testing.T) {
 	defer rl.mu.Unlock()
 	if len(rl.waiting) != 0 || rl.next != uint64(next+32*8) {
 		t.Errorf("%d calls still wait; the last id is %d, want %d", len(rl.waiting), rl.next, next+32*8)
+	}
+}
+
+// The members the relay reads are found at their own level only.
+func TestRelayTokens(t *testing.T) {
+	for _, c := range []struct{ in, req, note string }{
+		{`{"id":1,"params":{"name":"hold","_meta":{"progressToken":"t1"}}}`, `"t1"`, ``},
+		{`{"params":{"arguments":{"_meta":{"progressToken":"no"},"x":[{"}":"]"}]},"_meta" : { "a":[1,{"progressToken":0}], "progressToken" : 42 }},"id":1}`, `42`, ``},
+		{`{"id":1,"params":{"arguments":{"_meta":{"progressToken":"inside"}}}}`, ``, ``},
+		{`{"id":1,"_meta":{"progressToken":"top"},"params":{}}`, ``, ``},
+		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1","progress":1}}`, ``, `"t1"`},
+		{`{"params":{"message":"\"progressToken\":9","progressToken":-3},"method":"notifications/progress"}`, ``, `-3`},
+		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"progressToken":"t1"}}`, ``, ``},
+		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{"data":{"progressToken":"t1"}}}`, ``, ``},
+		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1"`, ``, ``},
+	} {
+		for _, k := range []struct {
+			want string
+			find func([]byte) ([]byte, bool)
+		}{{c.req, requestToken}, {c.note, progressOf}} {
+			got, ok := k.find([]byte(c.in))
+			if ok != (k.want != "") || string(got) != k.want {
+				t.Errorf("%s: got %q, %v; want %q", c.in, got, ok, k.want)
+			}
+		}
+	}
+}
+
+// The relay floor's streams, in front of the probe: every timed workload
+// runs through it (each fails on a step lost or misrouted, or a
+// cancellation the child never reads); a stream's last event is the answer
+// with the client's id; a second stream under a token in use is refused.
+func TestRelayFloorStreams(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sz := smallStreams
+	var ids tags
+	l, err := floorStreams(ctx, testSelf(t), sz, &ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]latencySet{"cancel alone": l.CancelAlone, "cancel loaded": l.CancelLoaded, "relay alone": l.RelayAlone} {
+		want := sz.Samples
+		if name == "relay alone" {
+			want = sz.RelaySteps + 1
+		}
+		if s.N != want || s.P50 <= 0 || s.P99 < s.P50 {
+			t.Errorf("%s: %d samples (want %d), p50 %v, p99 %v", name, s.N, want, s.P50, s.P99)
+		}
+	}
+
+	g, err := startProbeRelay(ctx, testSelf(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.stop()
+	h, err := g.srv.open(ctx, 777, holdArgs{tag: "mine", every: 50, steps: 3}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := firstStep(h); err != nil {
+		t.Fatal(err)
+	}
+	// The same token (the tag) while the first stream runs.
+	dup, err := g.srv.post(ctx, 778, holdArgs{tag: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dup.Close()
+	if err := dup.headers(10 * time.Second); err == nil || !strings.Contains(err.Error(), "HTTP 409") {
+		t.Errorf("a second stream under a token in use: %v", err)
+	}
+	var last []byte
+	for range 4 {
+		if last, _, err = h.next(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, _, progress, err := decodeEvent(last)
+	if err != nil || progress || string(ev.ID) != "777" || len(ev.Result.Content) != 1 || ev.Result.Content[0].Text != "mine done 3" {
+		t.Errorf("the stream's last event: %s (%v)", last, err)
 	}
 }

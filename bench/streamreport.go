@@ -25,7 +25,7 @@ type streamSummary struct {
 	runs                                               int
 }
 
-func medianPair(rs []streamRun, get func(streamRun) latencySet) [2]time.Duration {
+func medianPair[T any](rs []T, get func(T) latencySet) [2]time.Duration {
 	var p50, p99 []time.Duration
 	for _, r := range rs {
 		l := get(r)
@@ -73,6 +73,33 @@ func summarizeStreams(s *streamResults) streamSummary {
 	return out
 }
 
+// floorSummary is the median, over the runs, of the relay floor's
+// timed workloads.
+type floorSummary struct {
+	cancelAlone, cancelLoaded, relayAlone [2]time.Duration // p50, p99
+	runs                                  int
+}
+
+func summarizeFloor(ls []streamLatencies) floorSummary {
+	out := floorSummary{runs: len(ls)}
+	if len(ls) == 0 {
+		return out
+	}
+	out.cancelAlone = medianPair(ls, func(l streamLatencies) latencySet { return l.CancelAlone })
+	out.cancelLoaded = medianPair(ls, func(l streamLatencies) latencySet { return l.CancelLoaded })
+	out.relayAlone = medianPair(ls, func(l streamLatencies) latencySet { return l.RelayAlone })
+	return out
+}
+
+// cells is a p50 and a p99 of the floor as two table cells, or dashes
+// when the floor was not measured.
+func (f floorSummary) cells(v [2]time.Duration) string {
+	if f.runs == 0 {
+		return "– | –"
+	}
+	return round(v[0]) + " | " + round(v[1])
+}
+
 // verdict says whether a figure meets the issue's target.
 func verdict(ok bool) string {
 	if ok {
@@ -100,15 +127,22 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 	if len(s.Runs) > 0 {
 		x := summarizeStreams(s)
 		p("Each figure is the median of %d runs' figures.\n\n", x.runs)
-		p("| measure | p50 | p99 | samples per run | target | |\n| --- | --- | --- | --- | --- | --- |\n")
-		p("| cancellation: the client closes → the child reads `notifications/cancelled` | %s | %s | %d | p50 ≤ 0.5 ms | %s |\n",
-			round(x.cancelAlone[0]), round(x.cancelAlone[1]), x.samples, verdict(x.cancelAlone[0] <= 500*time.Microsecond))
-		p("| the same, %d other streams sending progress every %d ms | %s | %s | %d | p99 ≤ 2 ms | %s |\n",
-			sz.Load, sz.LoadEvery, round(x.cancelLoaded[0]), round(x.cancelLoaded[1]), x.samples, verdict(x.cancelLoaded[1] <= 2*time.Millisecond))
-		p("| progress relay: the child's stamp → the client reads the event (one stream, every %d ms) | %s | %s | %d | p50 ≤ 0.3 ms | %s |\n",
-			sz.RelayEvery, round(x.relayAlone[0]), round(x.relayAlone[1]), x.relaySamples, verdict(x.relayAlone[0] <= 300*time.Microsecond))
-		p("| progress relay, %d streams at once (%d events each, every %d ms) | %s | %s | %d | | |\n\n",
+		f := summarizeFloor(s.Floor)
+		p("| measure | p50 | p99 | samples per run | target | | the stdio relay floor: p50 | p99 |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		p("| cancellation: the client closes → the child reads `notifications/cancelled` | %s | %s | %d | p50 ≤ 0.5 ms | %s | %s |\n",
+			round(x.cancelAlone[0]), round(x.cancelAlone[1]), x.samples, verdict(x.cancelAlone[0] <= 500*time.Microsecond), f.cells(f.cancelAlone))
+		p("| the same, %d other streams sending progress every %d ms | %s | %s | %d | p99 ≤ 2 ms | %s | %s |\n",
+			sz.Load, sz.LoadEvery, round(x.cancelLoaded[0]), round(x.cancelLoaded[1]), x.samples, verdict(x.cancelLoaded[1] <= 2*time.Millisecond), f.cells(f.cancelLoaded))
+		p("| progress relay: the child's stamp → the client reads the event (one stream, every %d ms) | %s | %s | %d | p50 ≤ 0.3 ms | %s | %s |\n",
+			sz.RelayEvery, round(x.relayAlone[0]), round(x.relayAlone[1]), x.relaySamples, verdict(x.relayAlone[0] <= 300*time.Microsecond), f.cells(f.relayAlone))
+		p("| progress relay, %d streams at once (%d events each, every %d ms) | %s | %s | %d | | | | |\n\n",
 			sz.Load, sz.Steps, sz.Every, round(x.relayLoaded[0]), round(x.relayLoaded[1]), x.conc.Relay.N)
+		if f.runs > 0 {
+			p("The stdio relay floor (`bench relay`, the same as in the echo tables) fronts the same probe, %d runs, each workload on a relay\n", f.runs)
+			p("of its own: it answers a call that carries a `progressToken` with an SSE stream, each of the child's progress notifications for it\n")
+			p("an event flushed at once, and writes `notifications/cancelled` when a client leaves; nothing else. Its figures are what\n")
+			p("these stream latencies come to on this machine with no gateway work at all: two processes woken one after the other.\n\n")
+		}
 
 		c := x.conc
 		p("**%d concurrent progress streams.** Each call is held after its first event until all %d are open, then released at\n", c.Streams, c.Streams)
@@ -247,6 +281,9 @@ func drawStreamChart(dir, rel string, s *streamResults) (string, error) {
 	ss := []series{
 		{name: "gateway p50", values: []float64{ms(x.cancelAlone[0]), ms(x.cancelLoaded[0]), ms(x.relayAlone[0]), ms(x.relayLoaded[0])}},
 		{name: "gateway p99", values: []float64{ms(x.cancelAlone[1]), ms(x.cancelLoaded[1]), ms(x.relayAlone[1]), ms(x.relayLoaded[1])}},
+	}
+	if f := summarizeFloor(s.Floor); f.runs > 0 {
+		ss = append(ss, series{name: "stdio relay floor p50", values: []float64{ms(f.cancelAlone[0]), ms(f.cancelLoaded[0]), ms(f.relayAlone[0]), math.NaN()}})
 	}
 	for _, name := range sortedKeys(s.Peers) {
 		ps := peerSummary(s.Peers[name], s.Sizes)

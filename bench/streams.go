@@ -45,15 +45,21 @@ type streamResults struct {
 	Sizes    streamSizes
 	Settings []string // the gateway's environment beyond the address
 	Runs     []streamRun
+	Floor    []streamLatencies          `json:",omitempty"` // the stdio relay floor's, each run
 	Peers    map[string][]peerStreamRun `json:",omitempty"`
 }
 
 type streamRun struct {
+	streamLatencies
+	Concurrent concurrentResult
+	Idle       idleResult
+}
+
+// streamLatencies are the workloads timed against the relay floor too.
+type streamLatencies struct {
 	CancelAlone  latencySet // client closes → the child reads notifications/cancelled
 	CancelLoaded latencySet // the same, with Load streams running
 	RelayAlone   latencySet // the child's stamp → the client reads the event
-	Concurrent   concurrentResult
-	Idle         idleResult
 }
 
 // latencySet is a workload's samples and their percentiles.
@@ -256,9 +262,49 @@ func streamEnv(sz streamSizes) []string {
 	return []string{"GATEWAY_MAX_IN_FLIGHT=" + strconv.Itoa(max(sz.Idle, 2*sz.Load)+64)}
 }
 
+// streamStep is one stream workload, run on a server of its own.
+type streamStep struct {
+	name string
+	do   func(g *probeGateway) error
+}
+
+// latencySteps are the timed workloads, which fill l.
+func latencySteps(ctx context.Context, sz streamSizes, ids *tags, l *streamLatencies) []streamStep {
+	return []streamStep{
+		{"progress relay, one stream", func(g *probeGateway) (err error) {
+			l.RelayAlone, err = relayAlone(ctx, g.srv, sz, ids)
+			return err
+		}},
+		{"cancellation, alone", func(g *probeGateway) (err error) {
+			l.CancelAlone, err = cancelSamples(ctx, g, sz.Samples, ids)
+			return err
+		}},
+		{"cancellation, streams running", func(g *probeGateway) (err error) {
+			l.CancelLoaded, err = cancelLoaded(ctx, g, sz, ids)
+			return err
+		}},
+	}
+}
+
+// runSteps runs each step on a server start makes for it (so that memory
+// one leaves does not count for the next).
+func runSteps(start func() (*probeGateway, error), steps []streamStep) error {
+	for _, s := range steps {
+		g, err := start()
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		err = s.do(g)
+		g.stop()
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
 // runStreams runs every stream workload against the gateway once, each on
-// a gateway of its own (so that memory one leaves does not count for the
-// next).
+// a gateway of its own.
 func runStreams(ctx context.Context, gw, self string, sz streamSizes, ids *tags) (streamRun, error) {
 	dir, err := os.MkdirTemp("", "gwstream")
 	if err != nil {
@@ -267,44 +313,64 @@ func runStreams(ctx context.Context, gw, self string, sz streamSizes, ids *tags)
 	defer os.RemoveAll(dir)
 	env := streamEnv(sz)
 	var run streamRun
-	steps := []struct {
-		name string
-		do   func(g *probeGateway) error
-	}{
-		{"progress relay, one stream", func(g *probeGateway) (err error) {
-			run.RelayAlone, err = relayAlone(ctx, g.srv, sz, ids)
-			return err
-		}},
-		{"cancellation, alone", func(g *probeGateway) (err error) {
-			run.CancelAlone, err = cancelSamples(ctx, g, sz.Samples, ids)
-			return err
-		}},
-		{"cancellation, streams running", func(g *probeGateway) (err error) {
-			run.CancelLoaded, err = cancelLoaded(ctx, g, sz, ids)
-			return err
-		}},
-		{"concurrent progress streams", func(g *probeGateway) (err error) {
+	steps := append(latencySteps(ctx, sz, ids, &run.streamLatencies),
+		streamStep{"concurrent progress streams", func(g *probeGateway) (err error) {
 			run.Concurrent, err = concurrentStreams(ctx, g, sz, ids)
 			return err
 		}},
-		{"idle streams", func(g *probeGateway) (err error) {
+		streamStep{"idle streams", func(g *probeGateway) (err error) {
 			if run.Idle, err = idleStreams(ctx, g, sz, ids); err != nil {
 				return err
 			}
 			run.Idle.FloorBefore, run.Idle.FloorAfter, err = idleFloor(ctx, self, sz.Idle, sz.Openers)
 			return err
 		}},
+	)
+	err = runSteps(func() (*probeGateway, error) { return startProbeGateway(ctx, gw, self, dir, env) }, steps)
+	return run, err
+}
+
+// floorStreams runs the timed workloads against the stdio relay floor (see
+// relay.go) in front of the probe, each on a relay of its own: how fast a
+// gateway that does nothing else relays progress and cancellations on
+// this machine.
+func floorStreams(ctx context.Context, self string, sz streamSizes, ids *tags) (streamLatencies, error) {
+	dir, err := os.MkdirTemp("", "gwstream")
+	if err != nil {
+		return streamLatencies{}, err
 	}
-	for _, s := range steps {
-		g, err := startProbeGateway(ctx, gw, self, dir, env)
-		if err != nil {
-			return run, fmt.Errorf("%s: %w", s.name, err)
-		}
-		err = s.do(g)
+	defer os.RemoveAll(dir)
+	var l streamLatencies
+	err = runSteps(func() (*probeGateway, error) { return startProbeRelay(ctx, self, dir) }, latencySteps(ctx, sz, ids, &l))
+	return l, err
+}
+
+// startProbeRelay runs the relay floor in front of the probe (both this
+// program, self); the report socket is made in dir. It has no admin
+// address.
+func startProbeRelay(ctx context.Context, self, dir string) (*probeGateway, error) {
+	rep, err := listenReports(dir)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		rep.Close()
+		return nil, err
+	}
+	cmd, err := relayTarget(self).start(ctx, port, []string{self, "probe", "-report", rep.path})
+	if err != nil {
+		rep.Close()
+		return nil, err
+	}
+	g := &probeGateway{cmd: cmd, srv: modernStreamServer("127.0.0.1:" + strconv.Itoa(port)), rep: rep}
+	if err := waitPort(ctx, port); err != nil {
 		g.stop()
-		if err != nil {
-			return run, fmt.Errorf("%s: %w", s.name, err)
-		}
+		return nil, err
 	}
-	return run, nil
+	if err := g.srv.echo(ctx); err != nil {
+		g.stop()
+		return nil, err
+	}
+	return g, nil
 }

@@ -40,6 +40,12 @@ type (
 	// The bridge uses it to see the child's questions that arrive together
 	// as one batch.
 	Bufferer interface{ Buffered() bool }
+	// TryWriter is a transport that can write a small message at once
+	// when nothing stands in its way, and otherwise writes nothing and
+	// says so. The bridge tells a child of a cancellation this way on the
+	// goroutine that learns of it, rather than on a new one that the
+	// scheduler may run only after the client's side has been dealt with.
+	TryWriter interface{ TryWriteMessage(msg []byte) bool }
 	// Killer is a transport that can stop a child at once, for a child too
 	// wedged to stop politely. Kill also does what Close does.
 	Killer interface{ Kill() error }

@@ -231,7 +231,8 @@ func (ch *child) shutdown(ctx context.Context) {
 	for _, ex := range exs {
 		ex.fail(errShutdown())
 		if ex.sentOrWanted("gateway shutting down") {
-			ch.writeCancel(ctx, ex, "gateway shutting down")
+			const reason = "gateway shutting down"
+			ch.cancelled(ex, reason, ch.t.WriteMessage(ctx, ex.cancelNote(reason)))
 		}
 	}
 	ch.b.q.childGone(ch, errShutdown())

@@ -148,20 +148,30 @@ func (ex *exchange) cancel(reason string) {
 	}
 }
 
-// cancelInBackground tells the child to cancel, detached and bounded: the
-// client is gone or has its answer and must not wait for a slow child to
-// take the notification.
+// cancelInBackground tells the child to cancel: at once when its stdin
+// takes the notification without waiting (see TryWriter), and otherwise
+// detached and bounded: the client is gone or has its answer and must not
+// wait for a slow child to take it.
 func (ex *exchange) cancelInBackground(reason string) {
+	note := ex.cancelNote(reason)
+	if tw, ok := ex.ch.t.(TryWriter); ok && tw.TryWriteMessage(note) {
+		ex.ch.cancelled(ex, reason, nil)
+		return
+	}
 	ex.ch.w.bg.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ex.ch.b.opts.CancelTimeout)
 		defer cancel()
-		ex.ch.writeCancel(ctx, ex, reason)
+		ex.ch.cancelled(ex, reason, ex.ch.t.WriteMessage(ctx, note))
 	})
 }
 
-func (ch *child) writeCancel(ctx context.Context, ex *exchange, reason string) {
-	note := jsonrpc.NewNotification(mcp.NoteCancelled, mcp.Cancelled(ex.id, reason))
-	if err := ch.t.WriteMessage(ctx, note); err != nil {
+func (ex *exchange) cancelNote(reason string) []byte {
+	return jsonrpc.NewNotification(mcp.NoteCancelled, mcp.Cancelled(ex.id, reason))
+}
+
+// cancelled logs how telling the child to cancel ex went.
+func (ch *child) cancelled(ex *exchange, reason string, err error) {
+	if err != nil {
 		ch.log.WarnContext(ex.logCtx(), "could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason, "err", err)
 		return
 	}

@@ -300,6 +300,32 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 	return nil
 }
 
+// pipeAtomic is the most a pipe write is sure to take whole or not at
+// all (PIPE_BUF on Linux, and the least POSIX allows).
+const pipeAtomic = 4096
+
+// TryWriteMessage writes msg and a newline as one line if that needs no
+// waiting: no other write holds stdin, and the pipe has room for the whole
+// line now. It reports whether it did; when it did not, nothing of msg was
+// written and WriteMessage is the way. Only a line that fits in one
+// atomic pipe write is tried, so there is never half a line to finish.
+func (p *Process) TryWriteMessage(msg []byte) bool {
+	if len(msg)+1 > pipeAtomic || bytes.IndexByte(msg, '\n') >= 0 {
+		return false
+	}
+	select {
+	case <-p.writeTok:
+	default:
+		return false
+	}
+	defer func() { p.writeTok <- struct{}{} }()
+	if p.writeErr != nil {
+		return false
+	}
+	p.scratch = append(append(p.scratch[:0], msg...), '\n')
+	return p.tryWrite(p.scratch) == len(p.scratch)
+}
+
 // tryWrite writes what the pipe takes of b now, without waiting, and
 // reports how much that was: 0 when the pipe is full, on an error (which
 // the waiting write meets again), or when a write deadline left on stdin

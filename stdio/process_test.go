@@ -573,3 +573,78 @@ func BenchmarkWriteMessage(b *testing.B) {
 		}
 	}
 }
+
+// TryWriteMessage writes a line only when it goes whole at once: not while
+// another write holds stdin, not into a pipe without room for all of it,
+// not a line longer than one atomic pipe write, not one with a newline;
+// each refusal leaves nothing in the pipe, and the lines it wrote arrive
+// whole and in order.
+func TestTryWriteMessage(t *testing.T) {
+	t.Parallel()
+	p := start(t, child(t, "cat"))
+	size := pipeSize(t, p.stdin)
+	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(p.Pid(), syscall.SIGCONT)
+	waitState(t, p.Pid(), 'T')
+
+	small := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
+	if !p.TryWriteMessage(small) || queued(t, p.stdin) != len(small)+1 {
+		t.Fatalf("a small line into an empty pipe: the pipe holds %d bytes, want %d", queued(t, p.stdin), len(small)+1)
+	}
+	for name, msg := range map[string][]byte{
+		"a line with a newline":                     []byte("a\nb"),
+		"a line over one atomic write (4096 bytes)": bytes.Repeat([]byte("l"), pipeAtomic),
+	} {
+		if p.TryWriteMessage(msg) || queued(t, p.stdin) != len(small)+1 {
+			t.Errorf("%s was tried: the pipe holds %d bytes", name, queued(t, p.stdin))
+		}
+	}
+	<-p.writeTok // another write holds stdin
+	if p.TryWriteMessage(small) {
+		t.Error("written while another write held stdin")
+	}
+	p.writeTok <- struct{}{}
+	// Lines until the pipe takes no more: each one it took is there whole,
+	// and the one it refused left nothing.
+	want := [][]byte{small}
+	for i := 0; ; i++ {
+		if i == size {
+			t.Fatalf("%d lines went into a pipe of %d bytes", i, size)
+		}
+		line := fmt.Appendf(nil, "line %d %s", i, bytes.Repeat([]byte("x"), i%300))
+		before := queued(t, p.stdin)
+		if !p.TryWriteMessage(line) {
+			if after := queued(t, p.stdin); after != before {
+				t.Fatalf("a line refused left %d bytes in the pipe", after-before)
+			}
+			break
+		}
+		if after := queued(t, p.stdin); after != before+len(line)+1 {
+			t.Fatalf("a line of %d bytes and its newline added %d bytes", len(line), after-before)
+		}
+		want = append(want, line)
+	}
+	if q := queued(t, p.stdin); q < size-pipeAtomic {
+		t.Errorf("lines were refused with %d of %d bytes in the pipe", q, size)
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		got, err := p.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, w) {
+			t.Fatalf("read %.40q, want %.40q", got, w)
+		}
+	}
+	if err := p.WriteMessage(context.Background(), []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.ReadMessage(); err != nil || string(got) != "after" {
+		t.Fatalf("the line after: %q, %v", got, err)
+	}
+}

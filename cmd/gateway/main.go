@@ -36,6 +36,7 @@ var (
 	_ bridge.Transport      = (*stdio.Process)(nil)
 	_ bridge.Breaker        = (*stdio.Process)(nil)
 	_ bridge.Bufferer       = (*stdio.Process)(nil)
+	_ bridge.TryWriter      = (*stdio.Process)(nil)
 	_ bridge.Killer         = (*stdio.Process)(nil)
 	_ bridge.Pider          = (*stdio.Process)(nil)
 	_ bridge.SkippedMessage = (*stdio.TooLongError)(nil)
