@@ -213,7 +213,9 @@ func render(res results, concs []int, targets []target, ch chartSet) []byte {
 		p("on net/http in front of the same child and sent exactly what the gateway is sent: one write to the child's stdin per call,\n")
 		p("one read of its stdout shared by all calls, a goroutine woken with the answer, and the JSON-RPC id rewritten both ways\n")
 		p("(one child serves every client, so each call gets an id of the relay's own and the client's is put back); no logging,\n")
-		p("metrics, auth, SSE or cancellation. What the gateway costs beyond it is the gateway's own; the HTTP floor leaves out the child.\n\n")
+		p("metrics, auth or limits. (A call that asks for progress gets an SSE stream, and a client that leaves a `notifications/cancelled`:\n")
+		p("the stream section measures those through it too; the echo calls here need neither.) What the gateway costs beyond it is\n")
+		p("the gateway's own; the HTTP floor leaves out the child.\n\n")
 	}
 
 	if len(res.Stdio) > 0 {
