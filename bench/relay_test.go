@@ -247,15 +247,7 @@ func TestRelayFloorStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, s := range map[string]latencySet{"cancel alone": l.CancelAlone, "cancel loaded": l.CancelLoaded, "relay alone": l.RelayAlone} {
-		want := sz.Samples
-		if name == "relay alone" {
-			want = sz.RelaySteps + 1
-		}
-		if s.N != want || s.P50 <= 0 || s.P99 < s.P50 {
-			t.Errorf("%s: %d samples (want %d), p50 %v, p99 %v", name, s.N, want, s.P50, s.P99)
-		}
-	}
+	checkLatencies(t, l, sz)
 
 	g, err := startProbeRelay(ctx, testSelf(t), t.TempDir())
 	if err != nil {

@@ -15,14 +15,15 @@ import (
 
 // streamSummary is the median, over the runs, of each figure.
 type streamSummary struct {
-	cancelAlone, cancelLoaded, relayAlone, relayLoaded [2]time.Duration // p50, p99
-	samples, relaySamples                              int
-	conc                                               concurrentResult // the run with the median elapsed time, counts summed over every run
-	lost, misrouted, repeated, coalesced, dropped      int              // summed over the runs
-	idleGateway, idleChild, idleStack, idleHeap        float64          // KiB per idle stream
-	idleFloor                                          float64          // KiB per stream a bare net/http handler holds
-	idle                                               idleResult       // the run with the median gateway figure
-	runs                                               int
+	latencySummary
+	relayLoaded                                   [2]time.Duration // p50, p99
+	samples, relaySamples                         int
+	conc                                          concurrentResult // the run with the median elapsed time, counts summed over every run
+	lost, misrouted, repeated, coalesced, dropped int              // summed over the runs
+	idleGateway, idleChild, idleStack, idleHeap   float64          // KiB per idle stream
+	idleFloor                                     float64          // KiB per stream a bare net/http handler holds
+	idle                                          idleResult       // the run with the median gateway figure
+	runs                                          int
 }
 
 func medianPair[T any](rs []T, get func(T) latencySet) [2]time.Duration {
@@ -40,9 +41,11 @@ func summarizeStreams(s *streamResults) streamSummary {
 	if len(rs) == 0 {
 		return out
 	}
-	out.cancelAlone = medianPair(rs, func(r streamRun) latencySet { return r.CancelAlone })
-	out.cancelLoaded = medianPair(rs, func(r streamRun) latencySet { return r.CancelLoaded })
-	out.relayAlone = medianPair(rs, func(r streamRun) latencySet { return r.RelayAlone })
+	ls := make([]streamLatencies, len(rs))
+	for i, r := range rs {
+		ls[i] = r.streamLatencies
+	}
+	out.latencySummary = summarizeLatencies(ls)
 	out.relayLoaded = medianPair(rs, func(r streamRun) latencySet { return r.Concurrent.Relay })
 	out.samples, out.relaySamples = rs[0].CancelAlone.N, rs[0].RelayAlone.N
 	var gw, ch, st, hp, fl []float64
@@ -73,22 +76,31 @@ func summarizeStreams(s *streamResults) streamSummary {
 	return out
 }
 
-// floorSummary is the median, over the runs, of the relay floor's
-// timed workloads.
+// latencySummary is the median, over the runs, of each timed workload's
+// p50 and p99.
+type latencySummary struct {
+	cancelAlone, cancelLoaded, relayAlone [2]time.Duration
+}
+
+func summarizeLatencies(ls []streamLatencies) latencySummary {
+	return latencySummary{
+		cancelAlone:  medianPair(ls, func(l streamLatencies) latencySet { return l.CancelAlone }),
+		cancelLoaded: medianPair(ls, func(l streamLatencies) latencySet { return l.CancelLoaded }),
+		relayAlone:   medianPair(ls, func(l streamLatencies) latencySet { return l.RelayAlone }),
+	}
+}
+
+// floorSummary is the relay floor's latencySummary.
 type floorSummary struct {
-	cancelAlone, cancelLoaded, relayAlone [2]time.Duration // p50, p99
-	runs                                  int
+	latencySummary
+	runs int
 }
 
 func summarizeFloor(ls []streamLatencies) floorSummary {
-	out := floorSummary{runs: len(ls)}
 	if len(ls) == 0 {
-		return out
+		return floorSummary{}
 	}
-	out.cancelAlone = medianPair(ls, func(l streamLatencies) latencySet { return l.CancelAlone })
-	out.cancelLoaded = medianPair(ls, func(l streamLatencies) latencySet { return l.CancelLoaded })
-	out.relayAlone = medianPair(ls, func(l streamLatencies) latencySet { return l.RelayAlone })
-	return out
+	return floorSummary{summarizeLatencies(ls), len(ls)}
 }
 
 // cells is a p50 and a p99 of the floor as two table cells, or dashes

@@ -58,15 +58,7 @@ func TestStreamWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, l := range map[string]latencySet{"cancel alone": run.CancelAlone, "cancel loaded": run.CancelLoaded, "relay alone": run.RelayAlone} {
-		want := sz.Samples
-		if name == "relay alone" {
-			want = sz.RelaySteps + 1
-		}
-		if l.N != want || len(l.Samples) != want || l.P50 <= 0 || l.P99 < l.P50 || l.Samples[0] < 0 {
-			t.Errorf("%s: %d samples (want %d), p50 %v, p99 %v", name, l.N, want, l.P50, l.P99)
-		}
-	}
+	checkLatencies(t, run.streamLatencies, sz)
 	c := run.Concurrent
 	sent := sz.Load * (sz.Steps + 1)
 	if c.Events != sent || c.Lost != 0 || c.Misrouted != 0 || c.Repeated != 0 {
@@ -80,6 +72,21 @@ func TestStreamWorkloads(t *testing.T) {
 	if i.Cancellations != sz.Idle || i.ChildCancelled != sz.Idle || !i.ServedAfter || i.OpenAtPeak-i.StreamsOpenBefore != sz.Idle ||
 		i.GatewayBefore <= 0 || i.GatewayAfter <= 0 || i.ChildAfter <= 0 || i.GoroutinesAt <= i.GoroutinesBefore || i.FloorBefore <= 0 || i.FloorAfter <= 0 {
 		t.Errorf("idle: %+v", i)
+	}
+}
+
+// checkLatencies checks that each timed workload has a sample for each
+// event or cancellation, and sane percentiles.
+func checkLatencies(t *testing.T, ls streamLatencies, sz streamSizes) {
+	t.Helper()
+	for name, l := range map[string]latencySet{"cancel alone": ls.CancelAlone, "cancel loaded": ls.CancelLoaded, "relay alone": ls.RelayAlone} {
+		want := sz.Samples
+		if name == "relay alone" {
+			want = sz.RelaySteps + 1
+		}
+		if l.N != want || len(l.Samples) != want || l.P50 <= 0 || l.P99 < l.P50 || l.Samples[0] < 0 {
+			t.Errorf("%s: %d samples (want %d), p50 %v, p99 %v", name, l.N, want, l.P50, l.P99)
+		}
 	}
 }
 

@@ -482,13 +482,7 @@ func control(t *testing.T, f *os.File, call func(fd uintptr) syscall.Errno) {
 // whole after the one before it.
 func TestLineFinishedAfterPartialWrite(t *testing.T) {
 	t.Parallel()
-	p := start(t, child(t, "cat"))
-	size := pipeSize(t, p.stdin)
-	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(p.Pid(), syscall.SIGCONT)
-	waitState(t, p.Pid(), 'T')
+	p, size, resume := stoppedCat(t)
 	// Fill all but two pages, so that a longer line fits in part.
 	const page = 4096
 	first := bytes.Repeat([]byte("a"), size-2*page-1)
@@ -505,9 +499,7 @@ func TestLineFinishedAfterPartialWrite(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	if err := syscall.Kill(p.Pid(), syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	for _, want := range [][]byte{first, second} {
 		got, err := p.ReadMessage()
 		if err != nil {
@@ -520,6 +512,25 @@ func TestLineFinishedAfterPartialWrite(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stoppedCat starts a child that echoes its stdin and stops it, so that
+// its stdin pipe (of size bytes) fills; resume lets it go on.
+func stoppedCat(t *testing.T) (p *Process, size int, resume func()) {
+	t.Helper()
+	p = start(t, child(t, "cat"))
+	size = pipeSize(t, p.stdin)
+	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resume = func() {
+		if err := syscall.Kill(p.Pid(), syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { syscall.Kill(p.Pid(), syscall.SIGCONT) })
+	waitState(t, p.Pid(), 'T')
+	return p, size, resume
 }
 
 // queued is how many bytes wait in the pipe (FIONREAD).
@@ -581,13 +592,7 @@ func BenchmarkWriteMessage(b *testing.B) {
 // whole and in order.
 func TestTryWriteMessage(t *testing.T) {
 	t.Parallel()
-	p := start(t, child(t, "cat"))
-	size := pipeSize(t, p.stdin)
-	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(p.Pid(), syscall.SIGCONT)
-	waitState(t, p.Pid(), 'T')
+	p, size, resume := stoppedCat(t)
 
 	small := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
 	if !p.TryWriteMessage(small) || queued(t, p.stdin) != len(small)+1 {
@@ -629,9 +634,7 @@ func TestTryWriteMessage(t *testing.T) {
 	if q := queued(t, p.stdin); q < size-pipeAtomic {
 		t.Errorf("lines were refused with %d of %d bytes in the pipe", q, size)
 	}
-	if err := syscall.Kill(p.Pid(), syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	for _, w := range want {
 		got, err := p.ReadMessage()
 		if err != nil {
