@@ -191,10 +191,18 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := ""
-	if t, ok := requestToken(body); ok && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		token = string(t)
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		if t, ok := requestToken(body); ok {
+			token = string(t)
+		}
 	}
-	lines := make(chan relayed, relayBacklog)
+	// A call answered with JSON waits for its answer alone; only a stream
+	// needs room for progress too.
+	backlog := 1
+	if token != "" {
+		backlog = relayBacklog
+	}
+	lines := make(chan relayed, backlog)
 	rl.mu.Lock()
 	switch {
 	case rl.gone:
