@@ -309,7 +309,8 @@ func measureStreams(ctx context.Context, gw, self string, targets []target, o op
 			}
 			res.Runs = append(res.Runs, r)
 		}
-		if selected(o.only, relayName) {
+		if selected(o.only, "gateway") && selected(o.only, relayName) {
+			// Reported beside the gateway's figures, as their floor.
 			log.Printf("streams through the stdio relay floor, run %d of %d", run+1, o.runs)
 			l, err := floorStreams(ctx, self, o.sizes, &ids)
 			if err != nil {

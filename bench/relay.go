@@ -227,7 +227,7 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	line = append(line, body[end:]...)
 	line = append(line, '\n')
 	if err := rl.write(line); err != nil {
-		rl.forget(id, token)
+		rl.forget(id, token, lines)
 		http.Error(w, "writing to the child: "+err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -244,7 +244,7 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case <-r.Context().Done():
-		rl.cancel(id, token)
+		rl.cancel(id, token, lines)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -258,13 +258,13 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // each line of the child's for it as an event, flushed as it comes, up to
 // the answer.
 func (rl *relay) stream(w http.ResponseWriter, r *http.Request, id uint64, token string, clientID []byte, lines <-chan relayed) {
-	defer rl.forget(id, token)
+	defer rl.forget(id, token, lines)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	if err := rc.Flush(); err != nil {
-		rl.cancel(id, token)
+		rl.cancel(id, token, lines)
 		return
 	}
 	for {
@@ -283,16 +283,14 @@ func (rl *relay) stream(w http.ResponseWriter, r *http.Request, id uint64, token
 			}
 			w.Write([]byte("\n\n"))
 			if err := rc.Flush(); err != nil {
-				if a.progress {
-					rl.cancel(id, token)
-				}
+				rl.cancel(id, token, lines)
 				return
 			}
 			if !a.progress {
 				return
 			}
 		case <-r.Context().Done():
-			rl.cancel(id, token)
+			rl.cancel(id, token, lines)
 			return
 		}
 	}
@@ -305,14 +303,16 @@ func (rl *relay) write(line []byte) error {
 	return err
 }
 
-// forget stops routing the child's lines to the call id, and reports
-// whether its answer was still to come.
-func (rl *relay) forget(id uint64, token string) (pending bool) {
+// forget stops routing the child's lines to the call id, whose lines go
+// to lines, and reports whether its answer was still to come. Its token
+// is freed only if it is still the call's: after a cancel has freed it,
+// another call may have taken it.
+func (rl *relay) forget(id uint64, token string, lines <-chan relayed) (pending bool) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	_, pending = rl.waiting[id]
 	delete(rl.waiting, id)
-	if token != "" {
+	if token != "" && rl.tokens[token] == lines {
 		delete(rl.tokens, token)
 	}
 	return pending
@@ -320,8 +320,8 @@ func (rl *relay) forget(id uint64, token string) (pending bool) {
 
 // cancel tells the child that the client of the call id has left, unless
 // its answer has come meanwhile.
-func (rl *relay) cancel(id uint64, token string) {
-	if !rl.forget(id, token) {
+func (rl *relay) cancel(id uint64, token string, lines <-chan relayed) {
+	if !rl.forget(id, token, lines) {
 		return
 	}
 	line := strconv.AppendUint([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`), id, 10)
@@ -447,7 +447,7 @@ func path(b []byte, names ...string) ([]byte, bool) {
 // its top level. It scans only up to that value, and skips what is nested
 // and what is inside strings, so that a member of the same name further
 // in is not taken for it. ok is false when b is not an object, has no such
-// member, or is cut short.
+// member, or is cut short before the member's value ends.
 func memberSpan(b []byte, name string) (start, end int, ok bool) {
 	i := skipSpace(b, 0)
 	if i == len(b) || b[i] != '{' {

@@ -211,26 +211,28 @@ func TestRelayRewritesIDs(t *testing.T) {
 
 // The members the relay reads are found at their own level only.
 func TestRelayTokens(t *testing.T) {
-	for _, c := range []struct{ in, req, note string }{
-		{`{"id":1,"params":{"name":"hold","_meta":{"progressToken":"t1"}}}`, `"t1"`, ``},
-		{`{"params":{"arguments":{"_meta":{"progressToken":"no"},"x":[{"}":"]"}]},"_meta" : { "a":[1,{"progressToken":0}], "progressToken" : 42 }},"id":1}`, `42`, ``},
-		{`{"id":1,"params":{"arguments":{"_meta":{"progressToken":"inside"}}}}`, ``, ``},
-		{`{"id":1,"_meta":{"progressToken":"top"},"params":{}}`, ``, ``},
-		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1","progress":1}}`, ``, `"t1"`},
-		{`{"params":{"message":"\"progressToken\":9","progressToken":-3},"method":"notifications/progress"}`, ``, `-3`},
-		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"progressToken":"t1"}}`, ``, ``},
-		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{"data":{"progressToken":"t1"}}}`, ``, ``},
-		{`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1"`, ``, ``},
+	for _, c := range []struct{ name, in, req, note string }{
+		{"request", `{"id":1,"params":{"name":"hold","_meta":{"progressToken":"t1"}}}`, `"t1"`, ``},
+		{"request, decoys before it", `{"params":{"arguments":{"_meta":{"progressToken":"no"},"x":[{"}":"]"}]},"_meta" : { "a":[1,{"progressToken":0}], "progressToken" : 42 }},"id":1}`, `42`, ``},
+		{"request, in the arguments only", `{"id":1,"params":{"arguments":{"_meta":{"progressToken":"inside"}}}}`, ``, ``},
+		{"request, _meta outside params", `{"id":1,"_meta":{"progressToken":"top"},"params":{}}`, ``, ``},
+		{"progress", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1","progress":1}}`, ``, `"t1"`},
+		{"progress, a decoy in a string", `{"params":{"message":"\"progressToken\":9","progressToken":-3},"method":"notifications/progress"}`, ``, `-3`},
+		{"another notification", `{"jsonrpc":"2.0","method":"notifications/message","params":{"progressToken":"t1"}}`, ``, ``},
+		{"progress, the token nested", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"data":{"progressToken":"t1"}}}`, ``, ``},
+		{"progress, cut short", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1"`, ``, ``},
 	} {
-		for _, k := range []struct {
-			want string
-			find func([]byte) ([]byte, bool)
-		}{{c.req, requestToken}, {c.note, progressOf}} {
-			got, ok := k.find([]byte(c.in))
-			if ok != (k.want != "") || string(got) != k.want {
-				t.Errorf("%s: got %q, %v; want %q", c.in, got, ok, k.want)
+		t.Run(c.name, func(t *testing.T) {
+			for _, k := range []struct {
+				want string
+				find func([]byte) ([]byte, bool)
+			}{{c.req, requestToken}, {c.note, progressOf}} {
+				got, ok := k.find([]byte(c.in))
+				if ok != (k.want != "") || string(got) != k.want {
+					t.Errorf("%s: got %q, %v; want %q", c.in, got, ok, k.want)
+				}
 			}
-		}
+		})
 	}
 }
 
@@ -254,7 +256,8 @@ func TestRelayFloorStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.stop()
-	h, err := g.srv.open(ctx, 777, holdArgs{tag: "mine", every: 50, steps: 3}, 10*time.Second)
+	// Held after its step 0 until released: the token stays in use.
+	h, err := g.srv.open(ctx, 777, holdArgs{tag: "mine", every: 1, steps: 3, gate: "g"}, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +265,6 @@ func TestRelayFloorStreams(t *testing.T) {
 	if err := firstStep(h); err != nil {
 		t.Fatal(err)
 	}
-	// The same token (the tag) while the first stream runs.
 	dup, err := g.srv.post(ctx, 778, holdArgs{tag: "mine"})
 	if err != nil {
 		t.Fatal(err)
@@ -270,6 +272,9 @@ func TestRelayFloorStreams(t *testing.T) {
 	defer dup.Close()
 	if err := dup.headers(10 * time.Second); err == nil || !strings.Contains(err.Error(), "HTTP 409") {
 		t.Errorf("a second stream under a token in use: %v", err)
+	}
+	if _, err := g.srv.jsonCall(ctx, "release", []byte(`{"gate":"g"}`)); err != nil {
+		t.Fatal(err)
 	}
 	var last []byte
 	for range 4 {

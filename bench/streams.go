@@ -124,11 +124,13 @@ func (r idleResult) perStream(before, after int64) float64 {
 	return float64(after-before) / float64(r.Streams) / 1024
 }
 
-// probeGateway is a gateway fronting the probe, with its report socket.
+// probeGateway is a server fronting the probe, with its report socket:
+// the gateway, or the stdio relay floor (which has no admin address, and
+// runs only the workloads that need none: latencySteps).
 type probeGateway struct {
 	cmd   *exec.Cmd
 	srv   streamServer
-	admin string // host:port of /metrics
+	admin string // host:port of the gateway's /metrics; empty for the relay floor
 	rep   *reports
 }
 

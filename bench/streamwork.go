@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// The stream workloads themselves, each run on a gateway of its own that
-// fronts the probe (see runStreams).
+// The stream workloads themselves, each run on a server of its own that
+// fronts the probe: the gateway (see runStreams), and for the timed ones
+// the stdio relay floor too (see floorStreams).
 
 // relayAlone times each progress event of one stream, nothing else
 // running.

@@ -227,12 +227,12 @@ func (ch *child) failAll(exs []*exchange, why error) {
 // shutdown cancels every pending call, telling the child about each one
 // that reached it, then stops the child.
 func (ch *child) shutdown(ctx context.Context) {
+	const reason = "gateway shutting down"
 	exs, _ := ch.takeAll(errShutdown())
 	for _, ex := range exs {
 		ex.fail(errShutdown())
-		if ex.sentOrWanted("gateway shutting down") {
-			const reason = "gateway shutting down"
-			ch.cancelled(ex, reason, ch.t.WriteMessage(ctx, ex.cancelNote(reason)))
+		if ex.sentOrWanted(reason) {
+			ch.logCancel(ex, reason, ch.t.WriteMessage(ctx, ex.cancelNote(reason)))
 		}
 	}
 	ch.b.q.childGone(ch, errShutdown())

@@ -136,7 +136,7 @@ func (ex *exchange) writeDone(err error) {
 	reason := ex.cancelReason
 	ex.mu.Unlock()
 	if reason != "" {
-		ex.cancelInBackground(reason)
+		ex.tellCancel(reason)
 	}
 }
 
@@ -144,24 +144,24 @@ func (ex *exchange) writeDone(err error) {
 // got the request.
 func (ex *exchange) cancel(reason string) {
 	if reason != "" && ex.sentOrWanted(reason) {
-		ex.cancelInBackground(reason)
+		ex.tellCancel(reason)
 	}
 }
 
-// cancelInBackground tells the child to cancel: at once when its stdin
-// takes the notification without waiting (see TryWriter), and otherwise
-// detached and bounded: the client is gone or has its answer and must not
-// wait for a slow child to take it.
-func (ex *exchange) cancelInBackground(reason string) {
+// tellCancel tells the child to cancel: at once when its stdin takes the
+// notification without waiting (see TryWriter), and otherwise detached
+// and bounded: the client is gone or has its answer and must not wait for
+// a slow child to take it.
+func (ex *exchange) tellCancel(reason string) {
 	note := ex.cancelNote(reason)
 	if tw, ok := ex.ch.t.(TryWriter); ok && tw.TryWriteMessage(note) {
-		ex.ch.cancelled(ex, reason, nil)
+		ex.ch.logCancel(ex, reason, nil)
 		return
 	}
 	ex.ch.w.bg.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ex.ch.b.opts.CancelTimeout)
 		defer cancel()
-		ex.ch.cancelled(ex, reason, ex.ch.t.WriteMessage(ctx, note))
+		ex.ch.logCancel(ex, reason, ex.ch.t.WriteMessage(ctx, note))
 	})
 }
 
@@ -169,8 +169,8 @@ func (ex *exchange) cancelNote(reason string) []byte {
 	return jsonrpc.NewNotification(mcp.NoteCancelled, mcp.Cancelled(ex.id, reason))
 }
 
-// cancelled logs how telling the child to cancel ex went.
-func (ch *child) cancelled(ex *exchange, reason string, err error) {
+// logCancel logs how telling the child to cancel ex went.
+func (ch *child) logCancel(ex *exchange, reason string, err error) {
 	if err != nil {
 		ch.log.WarnContext(ex.logCtx(), "could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason, "err", err)
 		return

@@ -247,10 +247,13 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 	})
 	defer stop()
 	// stop does not wait for a watch already running: one that ran late
-	// would cut the next message's write. It sees over, under mu.
+	// would cut the next message's write. It sees over, under mu. The
+	// deadline this write (or its watch) set goes with it: left in place,
+	// once passed it would fail every try to write at once (tryWrite).
 	defer func() {
 		mu.Lock()
 		over = true
+		_ = p.stdin.SetWriteDeadline(time.Time{})
 		mu.Unlock()
 	}()
 
@@ -301,8 +304,10 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 }
 
 // pipeAtomic is the most a pipe write is sure to take whole or not at
-// all (PIPE_BUF on Linux, and the least POSIX allows).
-const pipeAtomic = 4096
+// all on any system: the least PIPE_BUF POSIX allows (_POSIX_PIPE_BUF;
+// 4096 on Linux, 512 on macOS and the BSDs). A cancellation is about 150
+// bytes.
+const pipeAtomic = 512
 
 // TryWriteMessage writes msg and a newline as one line if that needs no
 // waiting: no other write holds stdin, and the pipe has room for the whole
@@ -327,9 +332,9 @@ func (p *Process) TryWriteMessage(msg []byte) bool {
 }
 
 // tryWrite writes what the pipe takes of b now, without waiting, and
-// reports how much that was: 0 when the pipe is full, on an error (which
-// the waiting write meets again), or when a write deadline left on stdin
-// has passed (the waiting write sets its own). The caller holds writeTok.
+// reports how much that was: 0 when the pipe is full, or on an error
+// (which the waiting write meets again). The caller holds writeTok; no
+// deadline is set on stdin then (a waiting write clears its own).
 func (p *Process) tryWrite(b []byte) int {
 	p.try = tryState{b: b}
 	err := p.stdinRaw.Write(p.tryFD)

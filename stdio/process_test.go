@@ -598,11 +598,16 @@ func TestTryWriteMessage(t *testing.T) {
 	if !p.TryWriteMessage(small) || queued(t, p.stdin) != len(small)+1 {
 		t.Fatalf("a small line into an empty pipe: the pipe holds %d bytes, want %d", queued(t, p.stdin), len(small)+1)
 	}
+	longest := bytes.Repeat([]byte("m"), pipeAtomic-1) // with its newline, one atomic write
+	if !p.TryWriteMessage(longest) || queued(t, p.stdin) != len(small)+1+pipeAtomic {
+		t.Fatalf("a line of one atomic write: the pipe holds %d bytes, want %d", queued(t, p.stdin), len(small)+1+pipeAtomic)
+	}
+	held := queued(t, p.stdin)
 	for name, msg := range map[string][]byte{
-		"a line with a newline":                     []byte("a\nb"),
-		"a line over one atomic write (4096 bytes)": bytes.Repeat([]byte("l"), pipeAtomic),
+		"a line with a newline":        []byte("a\nb"),
+		"a line over one atomic write": bytes.Repeat([]byte("l"), pipeAtomic),
 	} {
-		if p.TryWriteMessage(msg) || queued(t, p.stdin) != len(small)+1 {
+		if p.TryWriteMessage(msg) || queued(t, p.stdin) != held {
 			t.Errorf("%s was tried: the pipe holds %d bytes", name, queued(t, p.stdin))
 		}
 	}
@@ -613,26 +618,46 @@ func TestTryWriteMessage(t *testing.T) {
 	p.writeTok <- struct{}{}
 	// Lines until the pipe takes no more: each one it took is there whole,
 	// and the one it refused left nothing.
-	want := [][]byte{small}
-	for i := 0; ; i++ {
+	want := [][]byte{small, longest}
+	var refused []byte
+	for i := 0; refused == nil; i++ {
 		if i == size {
 			t.Fatalf("%d lines went into a pipe of %d bytes", i, size)
 		}
 		line := fmt.Appendf(nil, "line %d %s", i, bytes.Repeat([]byte("x"), i%300))
 		before := queued(t, p.stdin)
 		if !p.TryWriteMessage(line) {
+			refused = line
 			if after := queued(t, p.stdin); after != before {
 				t.Fatalf("a line refused left %d bytes in the pipe", after-before)
 			}
-			break
+			continue
 		}
 		if after := queued(t, p.stdin); after != before+len(line)+1 {
 			t.Fatalf("a line of %d bytes and its newline added %d bytes", len(line), after-before)
 		}
 		want = append(want, line)
 	}
-	if q := queued(t, p.stdin); q < size-pipeAtomic {
+	if q := queued(t, p.stdin); q < size/2 {
 		t.Errorf("lines were refused with %d of %d bytes in the pipe", q, size)
+	}
+	// A write that waits for room (the line refused last, which the pipe
+	// takes whole or not at all), abandoned by its ctx, leaves no deadline
+	// behind to fail the tries after it.
+	ctx, cancel := context.WithCancel(context.Background())
+	abandoned := make(chan error, 1)
+	go func() { abandoned <- p.WriteMessage(ctx, refused) }()
+	// Once it holds stdin it is past its ctx's first check, and waits for
+	// room: the cancellation abandons it there.
+	for i := 0; len(p.writeTok) > 0; i++ {
+		if i == 1_000_000 {
+			t.Fatal("the write never took stdin")
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-abandoned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write into a full pipe, its ctx cancelled: %v", err)
 	}
 	resume()
 	for _, w := range want {
@@ -644,8 +669,8 @@ func TestTryWriteMessage(t *testing.T) {
 			t.Fatalf("read %.40q, want %.40q", got, w)
 		}
 	}
-	if err := p.WriteMessage(context.Background(), []byte("after")); err != nil {
-		t.Fatal(err)
+	if !p.TryWriteMessage([]byte("after")) {
+		t.Fatal("a small line into an empty pipe, after an abandoned write, was refused")
 	}
 	if got, err := p.ReadMessage(); err != nil || string(got) != "after" {
 		t.Fatalf("the line after: %q, %v", got, err)
