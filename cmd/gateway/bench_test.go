@@ -58,14 +58,8 @@ func BenchmarkCall(b *testing.B) {
 	})
 
 	b.Run("bridge", func(b *testing.B) {
-		start := func(context.Context) (bridge.Transport, error) {
-			return stdio.Start(stdio.Config{Path: gatewayBin, Args: []string{"demo"}})
-		}
-		br := bridge.New(start, bridge.Options{Era: bridge.EraLegacy})
+		br := demoBridge(b)
 		defer br.Close(context.Background())
-		if err := br.WaitReady(context.Background()); err != nil {
-			b.Fatal(err)
-		}
 		b.ResetTimer()
 		for i := range b.N {
 			m, err := jsonrpc.Parse(fmt.Appendf(nil, call, i+1))
@@ -114,14 +108,8 @@ func BenchmarkBridgeCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	start := func(context.Context) (bridge.Transport, error) {
-		return stdio.Start(stdio.Config{Path: gatewayBin, Args: []string{"demo"}})
-	}
-	br := bridge.New(start, bridge.Options{Era: bridge.EraLegacy})
+	br := demoBridge(b)
 	defer br.Close(context.Background())
-	if err := br.WaitReady(context.Background()); err != nil {
-		b.Fatal(err)
-	}
 	one := func() error {
 		// A context of its own that can end, as an HTTP request's: the
 		// call watches it.
@@ -163,6 +151,19 @@ func BenchmarkBridgeCall(b *testing.B) {
 
 // reportCPU starts counting the CPU time of this process; the func it
 // returns reports it per op as cpu-ns/op.
+// demoBridge is a bridge to the demo child, ready; the caller closes it.
+func demoBridge(b *testing.B) *bridge.Bridge {
+	start := func(context.Context) (bridge.Transport, error) {
+		return stdio.Start(stdio.Config{Path: gatewayBin, Args: []string{"demo"}})
+	}
+	br := bridge.New(start, bridge.Options{Era: bridge.EraLegacy})
+	if err := br.WaitReady(context.Background()); err != nil {
+		br.Close(context.Background())
+		b.Fatal(err)
+	}
+	return br
+}
+
 func reportCPU(b *testing.B) func() {
 	start := cpuTime(b)
 	return func() {
