@@ -121,6 +121,12 @@ type Options struct {
 	// Observer is told how calls end, what becomes of progress, and each
 	// line a child writes, for metrics. nil: nobody is told.
 	Observer Observer
+	// AfterDone arms a call on its client's ctx, as context.AfterFunc
+	// does, which it is when nil. A front door whose contexts run f on the
+	// goroutine that learns the client has gone (package detach's) spares
+	// a cancellation the start of a goroutine. f must never run on the
+	// caller's goroutine inside AfterDone: the caller holds the call's lock.
+	AfterDone func(ctx context.Context, f func()) (stop func() bool)
 }
 
 func (o *Options) defaults() {
@@ -155,6 +161,9 @@ func (o *Options) defaults() {
 	}
 	if o.ClientVersion == "" {
 		o.ClientVersion = "dev"
+	}
+	if o.AfterDone == nil {
+		o.AfterDone = context.AfterFunc
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

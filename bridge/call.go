@@ -141,7 +141,7 @@ func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
 	// Armed under mu: a timer or ctx may fire before the fields are set.
 	// Both run expire: one func value for the two.
 	expire := c.expire
-	c.stopCtx = context.AfterFunc(ctx, expire)
+	c.stopCtx = ch.b.opts.AfterDone(ctx, expire)
 	// One timer for both limits, set for the nearer: a call costs one
 	// timer, and a sign of life moves it.
 	if d, ok := c.untilLimit(c.start); ok {

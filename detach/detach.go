@@ -163,10 +163,11 @@ func (s *Streams) Middleware(next http.Handler) http.Handler {
 		// such requests are answered at once, and never leave.
 		st := &stream{set: s, w: w, rctx: r.Context(), closeAfter: r.Close, method: r.Method}
 		st.ctx, st.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
+		st.sctx = streamCtx{Context: st.ctx, st: st}
 		st.link()
 		st.body.rc, st.body.eof = r.Body, r.Body == nil || r.Body == http.NoBody
 		st.wr = writer{s: st, ResponseWriter: w}
-		r = r.WithContext(st.ctx)
+		r = r.WithContext(&st.sctx)
 		r.Body = &st.body
 		defer st.returned()
 		next.ServeHTTP(&st.wr, r)

@@ -20,10 +20,11 @@ type stream struct {
 	set        *Streams
 	rctx       context.Context // net/http's, which ends when the handler returns
 	ctx        context.Context // the request's own
+	sctx       streamCtx       // ctx, as handlers get it: it knows its stream
 	wr         writer
-	closeAfter bool // the client asked for the connection to close after this request
-	cancel     context.CancelCauseFunc
-	unlink     func() bool // stops rctx from ending the request's own context
+	closeAfter bool                    // the client asked for the connection to close after this request
+	cancel     context.CancelCauseFunc // only end calls it
+	unlink     func() bool             // stops rctx from ending the request's own context
 	body       body
 
 	// Only the goroutine writing the response uses these (the handler's,
@@ -42,14 +43,16 @@ type stream struct {
 	ended bool        // End ran: a second call does nothing
 
 	mu        sync.Mutex
-	later     []func() // what runs when the stream ends
-	watchDone bool     // watch has returned
-	idle      bool     // the stream ended; watch waits for the client's next request
-	early     []byte   // what the client sent while the stream was open
+	later     []func()     // what runs when the stream ends
+	watchDone bool         // watch has returned
+	idle      bool         // the stream ended; watch waits for the client's next request
+	early     []byte       // what the client sent while the stream was open
+	over      bool         // end has run: what AfterDone is handed runs at once
+	afterDone []*afterDone // what runs when the request's context ends (see end)
 }
 
 func (st *stream) link() {
-	st.unlink = context.AfterFunc(st.rctx, func() { st.cancel(context.Cause(st.rctx)) })
+	st.unlink = context.AfterFunc(st.rctx, func() { st.end(context.Cause(st.rctx), true) })
 }
 
 // returned is the handler's return. A response that never left ends
@@ -60,7 +63,7 @@ func (st *stream) returned() {
 		return
 	}
 	st.unlink()
-	st.cancel(nil)
+	st.end(nil, false)
 }
 
 // Leave takes w's response off the server: what was written goes out, the
@@ -113,7 +116,7 @@ func Leave(w http.ResponseWriter) error {
 		// Shutting down since the check above: the stream ends here.
 		st.reuse = false
 		conn.Close()
-		st.cancel(errShutdown)
+		st.end(errShutdown, false)
 	}
 	go st.watch()
 	return nil
@@ -141,7 +144,7 @@ func (st *stream) watch() {
 	case idle:
 		st.giveBack()
 	case n == 0 && err != nil:
-		st.cancel(context.Canceled) // as net/http does when a client goes
+		st.end(context.Canceled, true) // as net/http does when a client goes
 	}
 }
 
@@ -169,7 +172,7 @@ func End(w http.ResponseWriter) {
 		_ = st.flushBuf()
 	}
 	gone := st.ctx.Err() != nil
-	st.cancel(nil)
+	st.end(nil, false)
 	st.set.remove(st)
 	if st.werr != nil || !st.reuse || gone {
 		st.conn.Close()
@@ -401,5 +404,5 @@ func (st *stream) release() {
 // ends the request as net/http would.
 func (st *stream) fail(err error) {
 	st.werr = err
-	st.cancel(context.Canceled)
+	st.end(context.Canceled, false)
 }

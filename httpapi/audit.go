@@ -134,7 +134,7 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	if !h.log.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 12)
+	attrs := make([]slog.Attr, 0, 16)
 	attrs = append(attrs, slog.String("who", callerOf(r.Context()).who()), slog.String("method", clip(req.Method)))
 	if targets, err := mcp.Targets(req); err == nil && len(targets) > 0 {
 		// One key per kind: a listen may name several resources.
@@ -161,11 +161,17 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	attrs = append(attrs, slog.Duration("dur", time.Since(start).Round(time.Microsecond)), slog.Int("bytes_in", in),
 		slog.Int64("bytes_out", a.bytes), slog.String("path", clip(r.URL.Path)),
 		slog.String("remote", clientlimit.Addr(r, h.opts.TrustedProxies)))
+	handler := h.log.Handler()
+	if l, ok := handler.(requestLog); ok {
+		// Added here rather than by l, so that the record's attributes
+		// are set aside once.
+		attrs, handler = requestAttrs(r.Context(), attrs), l.Handler
+	}
 	// A record of its own: Logger.LogAttrs would also walk the stack for
 	// the caller's position, which no handler here prints, on every call.
 	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "audit", 0)
 	rec.AddAttrs(attrs...)
-	_ = h.log.Handler().Handle(r.Context(), rec)
+	_ = handler.Handle(r.Context(), rec)
 }
 
 // maxLogged bounds a name the audit line repeats from the request: a name

@@ -99,14 +99,23 @@ type requestLog struct{ slog.Handler }
 
 func (l requestLog) Handle(ctx context.Context, r slog.Record) error {
 	if ctx != nil {
-		if n, ok := ctx.Value(namingKey{}).(*naming); ok {
-			r.AddAttrs(slog.String("request_id", n.id))
-			if n.traced {
-				r.AddAttrs(slog.String("trace_id", n.trace.traceID()))
-			}
+		var buf [2]slog.Attr
+		if attrs := requestAttrs(ctx, buf[:0]); len(attrs) > 0 {
+			r.AddAttrs(attrs...)
 		}
 	}
 	return l.Handler.Handle(ctx, r)
+}
+
+// requestAttrs appends to attrs what says which request ctx is for.
+func requestAttrs(ctx context.Context, attrs []slog.Attr) []slog.Attr {
+	if n, ok := ctx.Value(namingKey{}).(*naming); ok {
+		attrs = append(attrs, slog.String("request_id", n.id))
+		if n.traced {
+			attrs = append(attrs, slog.String("trace_id", n.trace.traceID()))
+		}
+	}
+	return attrs
 }
 
 func (l requestLog) WithAttrs(attrs []slog.Attr) slog.Handler {

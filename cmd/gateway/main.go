@@ -364,6 +364,7 @@ func newBridge(cfg Config, k keys, ch child, log *slog.Logger, obs bridge.Observ
 		AcceptedStateKey: k.accepted.requestState,
 		Logger:           log,
 		Observer:         obs,
+		AfterDone:        detach.AfterDone,
 	})
 }
 
