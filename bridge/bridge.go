@@ -124,8 +124,9 @@ type Options struct {
 	// AfterDone arms a call on its client's ctx, as context.AfterFunc
 	// does, which it is when nil. A front door whose contexts run f on the
 	// goroutine that learns the client has gone (package detach's) spares
-	// a cancellation the start of a goroutine. f must never run on the
-	// caller's goroutine inside AfterDone: the caller holds the call's lock.
+	// a cancellation one goroutine switch; the f it is handed does not
+	// block. f must never run on the caller's goroutine inside AfterDone:
+	// the caller holds the call's lock.
 	AfterDone func(ctx context.Context, f func()) (stop func() bool)
 }
 

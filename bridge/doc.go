@@ -89,7 +89,10 @@
 //	questions.mu → exchange.mu → child.mu
 //
 // call.mu, mailbox.mu, toolCache.mu and background.mu are leaves: they may
-// be taken with any other held, and nothing is locked while one is held.
+// be taken with any other held, and nothing is locked while one is held,
+// but for the front door's own lock that arming and disarming a call on
+// its client's ctx may take under call.mu (see Options.AfterDone), itself
+// a leaf.
 // Bridge.mu is also taken to release a slot, always with no other lock
 // held. No lock is held while writing to a child or waiting for anything.
 package bridge

@@ -2,6 +2,7 @@ package detach
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 )
 
@@ -10,89 +11,68 @@ import (
 // ends, unless stop, called first, reports that it stopped it. When the
 // server learns that the client has gone, f runs on the goroutine that
 // learnt it, which holds no lock, rather than on one started for it: the
-// news reaches f one goroutine switch sooner. Ended otherwise (the
+// news reaches f one goroutine switch sooner. Such fs run one after
+// another on that goroutine, so f must not block. Ended otherwise (the
 // handler returned, a write to a response that left failed, shutdown),
 // or for a context that may end before the request's, f runs on a
 // goroutine of its own, as context.AfterFunc runs it; never on the
 // caller's, so that the caller may hold a lock f takes.
 func AfterDone(ctx context.Context, f func()) (stop func() bool) {
-	st, _ := ctx.Value(streamKey{}).(*stream)
-	if st == nil || ctx.Done() != st.ctx.Done() {
-		// Not the stream's context, or one that may end before it does.
+	own, _ := ctx.Value(ownKey{}).(*ownCtx)
+	if own == nil || ctx.Done() != own.Done() {
+		// Not a request's own context, or one that may end before it.
 		return context.AfterFunc(ctx, f)
 	}
-	h := &afterDone{st: st, f: f}
-	st.mu.Lock()
-	if st.over {
-		st.mu.Unlock()
-		h.state.Store(ran)
+	h := &afterDone{own: own, f: f}
+	own.mu.Lock()
+	if own.over || own.Err() != nil {
+		// Ended, or ending: end may have taken its list already.
+		own.mu.Unlock()
+		h.state.Store(afterRan)
 		go f()
 		return h.stop
 	}
-	st.afterDone = append(st.afterDone, h)
-	st.mu.Unlock()
+	own.fs = append(own.fs, h)
+	own.mu.Unlock()
 	return h.stop
 }
 
-// streamKey finds a request's stream through a context made from its own.
-type streamKey struct{}
+// ownKey finds a request's own context through those made from it.
+type ownKey struct{}
 
-// streamCtx is a request's own context, as Middleware hands it on: the
-// stream's, which knows its stream.
-type streamCtx struct {
+// ownCtx is a request's own context (see Middleware), with what AfterDone
+// was handed for it. It is apart from the stream, which a context kept
+// after the request ended (by a call parked for its client's input, say)
+// must not keep alive.
+type ownCtx struct {
 	context.Context
-	st *stream
+	cancel context.CancelCauseFunc // only end calls it
+
+	mu   sync.Mutex
+	over bool         // end has run: what AfterDone is handed runs at once
+	fs   []*afterDone // what runs when the context ends
 }
 
-func (c *streamCtx) Value(key any) any {
-	if key == (streamKey{}) {
-		return c.st
+func (c *ownCtx) Value(key any) any {
+	if key == (ownKey{}) {
+		return c
 	}
 	return c.Context.Value(key)
 }
 
-// afterDone is one function handed to AfterDone.
-type afterDone struct {
-	st    *stream
-	f     func()
-	state atomic.Int32 // armed, then ran or stopped, whichever came first
-}
-
-const (
-	armed int32 = iota
-	ran
-	stopped
-)
-
-func (h *afterDone) stop() bool {
-	if !h.state.CompareAndSwap(armed, stopped) {
-		return false
-	}
-	st := h.st
-	st.mu.Lock()
-	for i, o := range st.afterDone {
-		if o == h {
-			st.afterDone = append(st.afterDone[:i], st.afterDone[i+1:]...)
-			break
-		}
-	}
-	st.mu.Unlock()
-	return true
-}
-
-// end ends the request's own context for cause, then runs what AfterDone
-// was handed: here when inline (the caller is a goroutine of the stream's
-// own that learnt the client has gone, and holds no lock), on goroutines
-// of their own otherwise. Only the first end runs them.
-func (st *stream) end(cause error, inline bool) {
-	st.cancel(cause)
-	st.mu.Lock()
-	st.over = true
-	hs := st.afterDone
-	st.afterDone = nil
-	st.mu.Unlock()
-	for _, h := range hs {
-		if !h.state.CompareAndSwap(armed, ran) {
+// end ends the context for cause, then runs what AfterDone was handed:
+// here when inline (the caller is a goroutine of the stream's own that
+// learnt the client has gone, and holds no lock), on goroutines of their
+// own otherwise. Only the first end runs them.
+func (c *ownCtx) end(cause error, inline bool) {
+	c.cancel(cause)
+	c.mu.Lock()
+	c.over = true
+	fs := c.fs
+	c.fs = nil
+	c.mu.Unlock()
+	for _, h := range fs {
+		if !h.state.CompareAndSwap(afterArmed, afterRan) {
 			continue
 		}
 		if inline {
@@ -101,4 +81,33 @@ func (st *stream) end(cause error, inline bool) {
 			go h.f()
 		}
 	}
+}
+
+// afterDone is one function handed to AfterDone.
+type afterDone struct {
+	own   *ownCtx
+	f     func()
+	state atomic.Int32 // armed, then ran or stopped, whichever came first
+}
+
+const (
+	afterArmed int32 = iota
+	afterRan
+	afterStopped
+)
+
+func (h *afterDone) stop() bool {
+	if !h.state.CompareAndSwap(afterArmed, afterStopped) {
+		return false
+	}
+	c := h.own
+	c.mu.Lock()
+	for i, o := range c.fs {
+		if o == h {
+			c.fs = append(c.fs[:i], c.fs[i+1:]...)
+			break
+		}
+	}
+	c.mu.Unlock()
+	return true
 }

@@ -159,15 +159,15 @@ func (s *Streams) Middleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// One allocation for the stream, its writer and its body: most
-		// such requests are answered at once, and never leave.
-		st := &stream{set: s, w: w, rctx: r.Context(), closeAfter: r.Close, method: r.Method}
-		st.ctx, st.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
-		st.sctx = streamCtx{Context: st.ctx, st: st}
+		// One allocation for the stream, its writer and its body, and one
+		// for its context, which may outlive it: most such requests are
+		// answered at once, and never leave.
+		st := &stream{set: s, w: w, rctx: r.Context(), closeAfter: r.Close, method: r.Method, own: &ownCtx{}}
+		st.own.Context, st.own.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
 		st.link()
 		st.body.rc, st.body.eof = r.Body, r.Body == nil || r.Body == http.NoBody
 		st.wr = writer{s: st, ResponseWriter: w}
-		r = r.WithContext(&st.sctx)
+		r = r.WithContext(st.own)
 		r.Body = &st.body
 		defer st.returned()
 		next.ServeHTTP(&st.wr, r)

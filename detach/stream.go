@@ -19,12 +19,10 @@ import (
 type stream struct {
 	set        *Streams
 	rctx       context.Context // net/http's, which ends when the handler returns
-	ctx        context.Context // the request's own
-	sctx       streamCtx       // ctx, as handlers get it: it knows its stream
+	own        *ownCtx         // the request's own context
 	wr         writer
-	closeAfter bool                    // the client asked for the connection to close after this request
-	cancel     context.CancelCauseFunc // only end calls it
-	unlink     func() bool             // stops rctx from ending the request's own context
+	closeAfter bool        // the client asked for the connection to close after this request
+	unlink     func() bool // stops rctx from ending the request's own context
 	body       body
 
 	// Only the goroutine writing the response uses these (the handler's,
@@ -43,16 +41,14 @@ type stream struct {
 	ended bool        // End ran: a second call does nothing
 
 	mu        sync.Mutex
-	later     []func()     // what runs when the stream ends
-	watchDone bool         // watch has returned
-	idle      bool         // the stream ended; watch waits for the client's next request
-	early     []byte       // what the client sent while the stream was open
-	over      bool         // end has run: what AfterDone is handed runs at once
-	afterDone []*afterDone // what runs when the request's context ends (see end)
+	later     []func() // what runs when the stream ends
+	watchDone bool     // watch has returned
+	idle      bool     // the stream ended; watch waits for the client's next request
+	early     []byte   // what the client sent while the stream was open
 }
 
 func (st *stream) link() {
-	st.unlink = context.AfterFunc(st.rctx, func() { st.end(context.Cause(st.rctx), true) })
+	st.unlink = context.AfterFunc(st.rctx, func() { st.own.end(context.Cause(st.rctx), true) })
 }
 
 // returned is the handler's return. A response that never left ends
@@ -63,7 +59,7 @@ func (st *stream) returned() {
 		return
 	}
 	st.unlink()
-	st.end(nil, false)
+	st.own.end(nil, false)
 }
 
 // Leave takes w's response off the server: what was written goes out, the
@@ -116,7 +112,7 @@ func Leave(w http.ResponseWriter) error {
 		// Shutting down since the check above: the stream ends here.
 		st.reuse = false
 		conn.Close()
-		st.end(errShutdown, false)
+		st.own.end(errShutdown, false)
 	}
 	go st.watch()
 	return nil
@@ -144,7 +140,7 @@ func (st *stream) watch() {
 	case idle:
 		st.giveBack()
 	case n == 0 && err != nil:
-		st.end(context.Canceled, true) // as net/http does when a client goes
+		st.own.end(context.Canceled, true) // as net/http does when a client goes
 	}
 }
 
@@ -171,8 +167,8 @@ func End(w http.ResponseWriter) {
 		st.appendRaw([]byte("0\r\n\r\n"))
 		_ = st.flushBuf()
 	}
-	gone := st.ctx.Err() != nil
-	st.end(nil, false)
+	gone := st.own.Err() != nil
+	st.own.end(nil, false)
 	st.set.remove(st)
 	if st.werr != nil || !st.reuse || gone {
 		st.conn.Close()
@@ -404,5 +400,5 @@ func (st *stream) release() {
 // ends the request as net/http would.
 func (st *stream) fail(err error) {
 	st.werr = err
-	st.end(context.Canceled, false)
+	st.own.end(context.Canceled, false)
 }

@@ -64,7 +64,7 @@ func TestTraceContextAndLogs(t *testing.T) {
 			}
 
 			// Every line about the first request names it.
-			for _, msg := range []string{"http request", "to child", "call ended"} {
+			for _, msg := range []string{"http request", "to child", "call ended", "audit"} {
 				rec := g.Logs.Wait(t, func(r gatewaytest.Record) bool { return r["msg"] == msg && r["request_id"] == "trace-1" })
 				if rec["trace_id"] != traceID {
 					t.Errorf("%q: trace_id %v", msg, rec["trace_id"])
