@@ -36,7 +36,7 @@ type streamSizes struct {
 }
 
 func defaultStreamSizes() streamSizes {
-	return streamSizes{Samples: 300, Load: 1000, LoadEvery: 100, Steps: 20, Every: 10, RelaySteps: 300, RelayEvery: 5,
+	return streamSizes{Samples: 1000, Load: 1000, LoadEvery: 100, Steps: 20, Every: 10, RelaySteps: 300, RelayEvery: 5,
 		Idle: 10000, Openers: 32, Peers: 100}
 }
 
