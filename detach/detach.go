@@ -159,9 +159,9 @@ func (s *Streams) Middleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// One allocation for the stream, its writer and its body, and one
-		// for its context, which may outlive it: most such requests are
-		// answered at once, and never leave.
+		// One allocation for the stream, its writer and its body (its
+		// context is apart, since it may outlive the stream): most such
+		// requests are answered at once, and never leave.
 		st := &stream{set: s, w: w, rctx: r.Context(), closeAfter: r.Close, method: r.Method, own: &ownCtx{}}
 		st.own.Context, st.own.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
 		st.link()
