@@ -27,6 +27,9 @@ type Call interface {
 	// answer), and, once the call has ended, its response or error with
 	// done set. The response carries the client's id. err is a
 	// *jsonrpc.Error made by the gateway, or the client's context error.
+	// Take is the call's owner's, one goroutine at a time: notes is
+	// valid until its next Take, which reuses the slice (not the
+	// messages).
 	Take() (notes [][]byte, resp []byte, done bool, err error)
 	// Streams reports whether the client asked for notifications (progress
 	// or log messages) before the response.
@@ -183,8 +186,7 @@ func (c *call) untilLimit(now time.Time) (d time.Duration, ok bool) {
 
 // limitReached is the timer's (see expire): it aborts the call for the
 // limit that is reached, or sets the timer again when a sign of life came
-// in the meantime (resetIdle moves it, but may lose the race with its
-// firing).
+// in the meantime (see resetIdle).
 func (c *call) limitReached() {
 	now := time.Now()
 	c.mu.Lock()
@@ -415,14 +417,19 @@ func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) ProgressFate {
 }
 
 // resetIdle moves the idle limit from now: the call is alive (it reported
-// progress, or its client is being asked something, or answered).
+// progress, or its client is being asked something, or answered). The
+// timer stays as it is: when it fires, limitReached sets it again for the
+// limit from the last sign of life. A stream of progress costs a clock
+// read a message, not a reset of the timer.
 func (c *call) resetIdle() {
+	if c.idleFor <= 0 {
+		return
+	}
+	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.idleFor > 0 && c.timer != nil && !c.ended {
-		c.alive = time.Now()
-		d, _ := c.untilLimit(c.alive)
-		c.timer.Reset(d)
+	if !c.ended {
+		c.alive = now
 	}
 }
 

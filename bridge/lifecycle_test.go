@@ -78,6 +78,22 @@ func TestTimeouts(t *testing.T) {
 		}
 		child.expect("notifications/cancelled")
 		<-progressDone
+
+		// Silence after progress: the idle limit counts from the last sign
+		// of life, not from the start, nor from the timer's first firing.
+		start = time.Now()
+		c = w.call(context.Background(), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":"p"}}}`)
+		req = child.expect("tools/call")
+		time.Sleep(50 * time.Second)
+		child.send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`, req.ID)
+		_, err = c.wait()
+		if code := gatewayCode(t, err); code != jsonrpc.CodeTimeout || !strings.Contains(err.Error(), "no response or progress") {
+			t.Fatalf("a call silent after progress ended with %v, want the idle timeout", err)
+		}
+		if d := time.Since(start); d != 110*time.Second {
+			t.Errorf("idle timeout %v after the call began, want 1m50s (a minute after its progress)", d)
+		}
+		child.expect("notifications/cancelled")
 	})
 }
 

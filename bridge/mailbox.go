@@ -7,6 +7,7 @@ import "sync"
 type mailbox struct {
 	mu      sync.Mutex
 	notes   []note
+	out     [][]byte // what take last returned; its array is kept for the next
 	max     int
 	dropped int  // log messages that found the mailbox full
 	code    int  // the child's error code when resp is an error response
@@ -30,6 +31,10 @@ type note struct {
 	raw  []byte
 	kind noteKind
 }
+
+// keptNotes is the most notes a mailbox's arrays keep room for between
+// takes; a stream read as it comes takes one or two at a time.
+const keptNotes = 8
 
 func (m *mailbox) init(max int) {
 	m.max = max
@@ -111,14 +116,27 @@ func (m *mailbox) peek() (notes int, resp []byte, done bool, err error) {
 	return len(m.notes), m.resp, m.done, m.err
 }
 
+// take returns the notes queued since the last take, in a slice that is
+// the owner's until its next take: the two arrays are used again, so that
+// a stream's events cost no allocation here. Arrays that a backlog grew
+// are let go, not kept for the call's life.
 func (m *mailbox) take() ([][]byte, []byte, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var notes [][]byte
+	clear(m.out) // the messages the owner took last are not held here
+	notes := m.out[:0]
 	for _, n := range m.notes {
 		notes = append(notes, n.raw)
 	}
-	m.notes = nil
+	clear(m.notes)
+	m.notes = m.notes[:0]
+	if cap(m.notes) > keptNotes {
+		m.notes = nil
+	}
+	m.out = notes
+	if cap(notes) > keptNotes {
+		m.out = nil
+	}
 	if m.done {
 		// Keep signalling: a later Take must see the end again.
 		m.signal()

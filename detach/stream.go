@@ -66,7 +66,8 @@ func (st *stream) returned() {
 // connection is hijacked, and from then on the writes through w go to it
 // in chunks, from whichever goroutine the caller hands the stream to,
 // which must call End when it is done. The caller returns from its handler
-// at once after. It fails, and the response goes on as it was, when it
+// at once after. The connection's deadlines are cleared: one set for the
+// response before is gone, and is the caller's to set again. It fails, and the response goes on as it was, when it
 // cannot leave: see ErrCannot; or the client is gone; or the server is
 // shutting down.
 func Leave(w http.ResponseWriter) error {
@@ -340,14 +341,12 @@ func (st *stream) write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var head [20]byte
-	h := append(strconv.AppendInt(head[:0], int64(len(p)), 16), '\r', '\n')
 	if len(p) >= bigChunk {
 		var out net.Buffers
 		if st.buf != nil && len(*st.buf) > 0 {
 			out = append(out, *st.buf)
 		}
-		out = append(out, h, p, []byte("\r\n"))
+		out = append(out, chunkHead(nil, len(p)), p, []byte("\r\n"))
 		_, err := out.WriteTo(st.conn)
 		st.release()
 		if err != nil {
@@ -356,10 +355,20 @@ func (st *stream) write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
-	st.appendRaw(h)
-	st.appendRaw(p)
-	st.appendRaw([]byte("\r\n"))
+	if st.buf == nil {
+		st.buf = st.set.buf()
+	}
+	// Straight into the buffer: a chunk's head made apart would be an
+	// allocation per write, three per event.
+	b := chunkHead(*st.buf, len(p))
+	b = append(b, p...)
+	*st.buf = append(b, '\r', '\n')
 	return len(p), nil
+}
+
+// chunkHead appends the head of a chunk of n bytes to b.
+func chunkHead(b []byte, n int) []byte {
+	return append(strconv.AppendInt(b, int64(n), 16), '\r', '\n')
 }
 
 func (st *stream) appendRaw(p []byte) {

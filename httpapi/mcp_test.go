@@ -239,6 +239,41 @@ func TestClientThatStopsReadingIsCutOff(t *testing.T) {
 	}
 }
 
+// A stream that left the server has a write deadline too, though leaving
+// cleared the one its response had: a client that stops reading it is
+// cut off, and its call cancelled. The client stops before the stream
+// leaves, well within the deadline set as it opened.
+func TestClientThatStopsReadingALeftStreamIsCutOff(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	streams := &streamMeter{left: make(chan struct{})}
+	srv := newServer(t, f, Options{ClientTimeout: time.Second, Meter: streams})
+	conn := dial(t, srv)
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	c := f.next(t)
+	select {
+	case <-streams.left:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not leave the server")
+	}
+	big := `{"pad":"` + strings.Repeat("p", 1<<20) + `"}`
+	go func() {
+		for {
+			c.note(big)
+			select {
+			case <-c.taken:
+			case <-c.ended:
+				return
+			}
+		}
+	}()
+	if cause := c.waitEnded(t); !errors.Is(cause, context.Canceled) {
+		t.Errorf("call ended with cause %v, want context.Canceled", cause)
+	}
+}
+
 func TestGatewayErrorsMapToStatus(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

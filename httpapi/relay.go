@@ -119,6 +119,7 @@ func (s *relayed) pump(canLeave bool) (left bool) {
 				s.h.log.DebugContext(s.r.Context(), "a stream stays with the server", "err", err)
 				continue
 			}
+			s.sse.deadlineCleared()
 			return true
 		case <-s.keepAlive.C:
 			err := s.sse.comment("keep-alive")

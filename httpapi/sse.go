@@ -15,7 +15,8 @@ type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
-	pending bool // something was written since the last flush
+	until   time.Time // the write deadline set last; zero: none since the connection's were cleared
+	pending bool      // something was written since the last flush
 }
 
 func newSSE(w http.ResponseWriter, timeout time.Duration) *sseWriter {
@@ -68,10 +69,16 @@ func (s *sseWriter) comment(text string) error {
 	return s.send([]byte(": " + text + "\n\n"))
 }
 
-// send writes parts under a deadline of their own (a large event may go
-// to the connection at once), which the next flush keeps.
+// send writes parts under a deadline at least the timeout away (a large
+// event may go to the connection at once), which the next flush keeps.
+// The deadline is set an eighth further and moved once less than the
+// timeout is left: setting it costs more than an event's writes, and a
+// stream sends many events a second.
 func (s *sseWriter) send(parts ...[]byte) error {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	if now := time.Now(); s.until.Sub(now) < s.timeout {
+		s.until = now.Add(s.timeout + s.timeout/8)
+		_ = s.rc.SetWriteDeadline(s.until)
+	}
 	s.pending = true
 	for _, p := range parts {
 		if _, err := s.w.Write(p); err != nil {
@@ -89,3 +96,8 @@ func (s *sseWriter) flush() error {
 	s.pending = false
 	return s.rc.Flush()
 }
+
+// deadlineCleared tells the writer that its connection's deadlines were
+// cleared (a stream that left the server, see detach.Leave): the next
+// send sets one again.
+func (s *sseWriter) deadlineCleared() { s.until = time.Time{} }

@@ -122,6 +122,47 @@ func BenchmarkRelayBurst(b *testing.B) {
 	}
 }
 
+// A client that keeps reading is never cut off, however long its stream
+// goes on: the write deadline moves with the events, before and after the
+// stream leaves the server.
+func TestAStreamReadAsItComesOutlivesTheClientTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	const timeout = 100 * time.Millisecond
+	srv := newServer(t, f, Options{ClientTimeout: timeout})
+	resp := post(t, srv.URL+"/mcp", "application/json", streamedCall, modernHeaders("tools/call", "Mcp-Name", "echo", "Accept", "application/json, text/event-stream")...)
+	defer resp.Body.Close()
+	c := f.next(t)
+	body := bufio.NewReader(resp.Body)
+	start := time.Now()
+	event := func() string {
+		t.Helper()
+		for {
+			l, err := body.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the stream ended %v into it: %v", time.Since(start), err)
+			}
+			if strings.HasPrefix(l, "data: ") {
+				return l
+			}
+		}
+	}
+	n := 0
+	for ; time.Since(start) < 4*timeout && n < 100_000; n++ {
+		c.note(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":%d}}`, n))
+		if l := event(); !strings.Contains(l, fmt.Sprintf(`"progress":%d}`, n)) {
+			t.Fatalf("event %d: %q", n, l)
+		}
+	}
+	if time.Since(start) < 4*timeout {
+		t.Fatalf("%d events in %v: the test ran out of events before time", n, time.Since(start))
+	}
+	c.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), nil)
+	if l := event(); !strings.Contains(l, `"result":{"content":[]}`) {
+		t.Fatalf("the answer: %q", l)
+	}
+}
+
 // A stream that left the server (package detach) goes on to its answer,
 // and is audited, logged and counted when it ends, with every byte the
 // client read; the call was the request's until then.
