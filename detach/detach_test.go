@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // server serves h through Middleware on a listener that takes
 // connections back, as the gateway does.
-func server(t *testing.T, h http.HandlerFunc, configure ...func(*http.Server)) (*Streams, string) {
+func server(t testing.TB, h http.HandlerFunc, configure ...func(*http.Server)) (*Streams, string) {
 	t.Helper()
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -62,7 +62,7 @@ func routes(stream http.Handler, echo http.HandlerFunc) http.HandlerFunc {
 }
 
 // openStream asks for /stream on c and reads its answer's head.
-func openStream(t *testing.T, c net.Conn, br *bufio.Reader) *http.Response {
+func openStream(t testing.TB, c net.Conn, br *bufio.Reader) *http.Response {
 	t.Helper()
 	post(t, c, "/stream", "{}")
 	resp, err := http.ReadResponse(br, nil)
@@ -73,7 +73,7 @@ func openStream(t *testing.T, c net.Conn, br *bufio.Reader) *http.Response {
 }
 
 // post writes one request on c.
-func post(t *testing.T, c net.Conn, path, body string) {
+func post(t testing.TB, c net.Conn, path, body string) {
 	t.Helper()
 	_, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
 	if err != nil {
@@ -81,7 +81,7 @@ func post(t *testing.T, c net.Conn, path, body string) {
 	}
 }
 
-func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+func dial(t testing.TB, addr string) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

@@ -17,10 +17,17 @@ type sseWriter struct {
 	timeout time.Duration
 	until   time.Time // the write deadline set last; zero: none since the connection's were cleared
 	pending bool      // something was written since the last flush
+	// frame is an event's "data: " and "\n\n", written from here: the
+	// bytes of a constant handed to a Write would be allocated each time.
+	frame [len(dataField) + len(eventEnd)]byte
 }
 
+const dataField, eventEnd = "data: ", "\n\n"
+
 func newSSE(w http.ResponseWriter, timeout time.Duration) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	copy(s.frame[copy(s.frame[:], dataField):], eventEnd)
+	return s
 }
 
 // open sends the headers and a first comment at once: some proxies hold the
@@ -42,7 +49,7 @@ func (s *sseWriter) open() error {
 // It goes out in three writes rather than being copied into one buffer: a
 // tool result may be tens of megabytes.
 func (s *sseWriter) event(msg []byte) error {
-	return s.send([]byte("data: "), oneLine(msg), []byte("\n\n"))
+	return s.send(s.frame[:len(dataField)], oneLine(msg), s.frame[len(dataField):])
 }
 
 // oneLine is data that SSE reads as one line. Stdio framing leaves no

@@ -149,6 +149,50 @@ func BenchmarkBridgeCall(b *testing.B) {
 	})
 }
 
+// BenchmarkBridgeProgress is one progress notification of the demo
+// child's through the bridge to its call's owner: read off the child's
+// stdout, routed to its call by the token, the client's token put back,
+// queued and taken. The child sends one a millisecond, so ns/op is its
+// pace; allocs/op and cpu-ns/op are what this process spends on an
+// event.
+//
+//	go test -run '^$' -bench BenchmarkBridgeProgress -benchmem -count 6 ./cmd/gateway
+func BenchmarkBridgeProgress(b *testing.B) {
+	br := demoBridge(b)
+	defer br.Close(context.Background())
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	// One call of b.N steps: what it costs to start is not the events'.
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":%d,"interval_ms":1},"_meta":{"progressToken":"bench"}}}`, b.N)
+	m, err := jsonrpc.Parse([]byte(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, err := mcp.Read(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := br.Call(context.Background(), req, bridge.Caller{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	events := 0
+	for done := false; !done; {
+		<-c.Wake()
+		var notes [][]byte
+		notes, _, done, err = c.Take()
+		for _, n := range notes {
+			if !strings.Contains(string(n), `"progressToken":"bench"`) {
+				b.Fatalf("event %s", n)
+			}
+		}
+		events += len(notes)
+	}
+	if err != nil || events != b.N {
+		b.Fatalf("%d events of %d, and %v", events, b.N, err)
+	}
+}
+
 // reportCPU starts counting the CPU time of this process; the func it
 // returns reports it per op as cpu-ns/op.
 // demoBridge is a bridge to the demo child, ready; the caller closes it.
