@@ -16,8 +16,9 @@ import (
 // Transport carries newline-free messages to and from one child.
 type Transport interface {
 	// ReadMessage returns the next message from the child. Only the child's
-	// reader goroutine calls it. An error other than a SkippedMessage ends
-	// the child's service.
+	// reader goroutine calls it. The slice is the bridge's, which may edit
+	// it in place (a token or an id put back). An error other than a
+	// SkippedMessage ends the child's service.
 	ReadMessage() ([]byte, error)
 	// WriteMessage writes one message. It returns ctx.Err() only when ctx
 	// ended before any of the message went out; any other error means the

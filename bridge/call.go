@@ -401,7 +401,13 @@ func (c *call) progress(m *jsonrpc.Message, tok jsonrpc.Span) ProgressFate {
 		return ProgressDropped
 	}
 	ps, _ := m.ParamsSpan()
-	note := jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: jsonrpc.Span{Start: ps.Start + tok.Start, End: ps.Start + tok.End}, New: c.token})
+	edit := jsonrpc.Edit{Span: jsonrpc.Span{Start: ps.Start + tok.Start, End: ps.Start + tok.End}, New: c.token}
+	// The child's line is the gateway's own and used no more: it takes
+	// the client's token where it has room (see stdio.Spare).
+	note, ok := jsonrpc.SpliceInPlace(m.Raw, edit)
+	if !ok {
+		note = jsonrpc.Splice(m.Raw, edit)
+	}
 	kept, coalesced, dropped := c.box.put(note, noteProgress)
 	if !kept {
 		return ProgressDropped

@@ -62,8 +62,8 @@ func newLineReader(r io.Reader, max int) *lineReader {
 const collectAfter = 8 << 20
 
 // Spare is the room left after a line's end in the slice next returns, so
-// that a caller can lengthen a large message a little (a longer id, say)
-// in place instead of copying it.
+// that a caller can lengthen a message a little (a longer id or progress
+// token, say) in place instead of copying it.
 const Spare = 64
 
 // next returns the next non-empty line without its newline. The returned
@@ -116,7 +116,8 @@ func (r *lineReader) next() ([]byte, error) {
 			r.collect(size)
 			r.last = size
 		} else {
-			line = bytes.Clone(trimEOL(chunk))
+			t := trimEOL(chunk)
+			line = append(make([]byte, 0, len(t)+Spare), t...)
 		}
 		if len(line) > r.max {
 			return nil, &TooLongError{Size: int64(len(line)), Limit: r.max, Head: bytes.Clone(line[:min(len(line), headBytes)])}

@@ -63,3 +63,26 @@ func TestLargeLinesAreCollectedAround(t *testing.T) {
 	waitGC("once the large line was read")
 	release <- struct{}{}
 }
+
+// Every line comes with Spare bytes of room after its end, small or
+// gathered in pieces, so that a token or id put back in it rarely needs a
+// copy of the line; and the room is past the line's end, not in it.
+func TestLinesHaveRoomToGrow(t *testing.T) {
+	t.Parallel()
+	small := []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)
+	long := bytes.Repeat([]byte("y"), 100<<10) // past the bufio buffer: read in pieces
+	input := append(append(append(append([]byte{}, small...), "\r\n"...), long...), '\n')
+	r := newLineReader(bytes.NewReader(input), 1<<20)
+	for _, want := range [][]byte{small, long} {
+		line, err := r.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(line, want) {
+			t.Fatalf("read %.60q..., want %.60q...", line, want)
+		}
+		if room := cap(line) - len(line); room < Spare {
+			t.Errorf("a line of %d bytes has room for %d more, want at least %d", len(line), room, Spare)
+		}
+	}
+}
