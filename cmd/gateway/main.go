@@ -23,6 +23,7 @@ import (
 	"github.com/stdiomcp/gateway/httpapi"
 	"github.com/stdiomcp/gateway/internal/demo"
 	"github.com/stdiomcp/gateway/metrics"
+	"github.com/stdiomcp/gateway/procs"
 	"github.com/stdiomcp/gateway/stdio"
 )
 
@@ -199,6 +200,7 @@ func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog
 	if g.auth != nil {
 		defer watchAuth(ctx, g.auth, log)()
 	}
+	defer adaptThreads(cfg, log)()
 	srv := newServer(cfg, newHandler(cfg, k, g, b, m, streams, loopback, log), log)
 	log.Info("listening", "addr", ln.Addr().String(), "child", ch.argv, "era", cfg.Era, "workers", b.Workers(), "version", version)
 	served := make(chan error, 2)
@@ -405,4 +407,22 @@ func newHandler(cfg Config, k keys, g guard, b *bridge.Bridge, m *metrics.Metric
 		}
 	}
 	return httpapi.New(b, opts)
+}
+
+// adaptThreads runs procs.Run unless GATEWAY_ADAPT_THREADS=false; the
+// func it returns stops it and waits for it.
+func adaptThreads(cfg Config, log *slog.Logger) func() {
+	if !cfg.AdaptThreads {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		procs.Run(ctx, procs.Options{Logger: log})
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
+)
+
+func logged(msg string) func(gatewaytest.Record) bool {
+	return func(r gatewaytest.Record) bool { return r["msg"] == msg }
+}
+
+// The gateway runs Go code on one thread while idle, on the runtime's
+// many once calls come in parallel, and on one again once they stop.
+func TestThreadsFollowTheLoad(t *testing.T) {
+	t.Parallel()
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one CPU: there is one thread either way")
+	}
+	g := startGateway(t, []string{"GATEWAY_LOG_LEVEL=debug"})
+	if r := g.Logs.Wait(t, logged("one thread runs Go code while the load is light")); r["up_to"] != float64(runtime.GOMAXPROCS(0)) {
+		t.Errorf("the gateway would go up to %v threads, want the runtime's %d", r["up_to"], runtime.GOMAXPROCS(0))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	defer client.CloseIdleConnections()
+	for range 32 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodPost, g.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"load"}}}`))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	g.Logs.Wait(t, logged("threads run Go code in parallel: goroutines waited to run"))
+	close(stop)
+	wg.Wait()
+	g.Logs.Wait(t, logged("one thread runs Go code: the load is light"))
+}
+
+// With GATEWAY_ADAPT_THREADS=false, Go code runs on the runtime's threads
+// throughout.
+func TestThreadsCanBeLeftToTheRuntime(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, []string{"GATEWAY_ADAPT_THREADS=false"})
+	if n, ok := scrapeAt(t, g.URL+"/metrics").value("go_sched_gomaxprocs_threads", ""); !ok || n != float64(runtime.GOMAXPROCS(0)) {
+		t.Errorf("go_sched_gomaxprocs_threads = %v (%v), want the runtime's %d", n, ok, runtime.GOMAXPROCS(0))
+	}
+	if recs := g.Logs.Find(logged("one thread runs Go code while the load is light")); len(recs) != 0 {
+		t.Errorf("the threads were adapted: %v", recs)
+	}
+}

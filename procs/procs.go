@@ -1,0 +1,146 @@
+// Package procs sets how many threads run Go code at once (GOMAXPROCS)
+// by the load the process sees: one while its work comes a piece at a
+// time, the runtime's own number once goroutines wait for a thread.
+//
+// A gateway's call is a chain of hand-offs (client, handler, child,
+// reader, handler, client), each a goroutine woken by another. With more
+// than one thread, each wake-up also wakes an idle thread to look for
+// work, which on a lightly loaded machine is most of a call's cost: calls
+// one at a time take a quarter to a third less CPU and latency on one
+// thread. Under parallel load, one thread is a bottleneck. Run watches how
+// long goroutines wait to run (the runtime's scheduling latencies) and
+// moves between the two.
+package procs
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"time"
+)
+
+// Options tune Run.
+type Options struct {
+	Logger *slog.Logger // nil: slog.Default()
+
+	// The rest are the tests'; zero values are the gateway's.
+	tick time.Duration // how often the load is looked at: 50ms
+	slow time.Duration // a wait to run from which a goroutine is held up: 200µs
+	// crowded is the share of a tick's wake-ups held up from which one
+	// thread is too few: 2%.
+	crowded float64
+	// quiet is the share under which a tick shows that the runtime's
+	// threads are more than the load needs: 0.5%. So does a tick with
+	// fewer than minHeld held up.
+	quiet float64
+	// settle is how long the load must stay quiet before one thread is
+	// tried again, 1s; it doubles each time a try fails, up to
+	// maxSettle, 30s.
+	settle, maxSettle time.Duration
+	moved             func(move) // told of each move, the first included
+}
+
+func (o *Options) defaults() {
+	if o.tick <= 0 {
+		o.tick = 50 * time.Millisecond
+	}
+	if o.slow <= 0 {
+		o.slow = 200 * time.Microsecond
+	}
+	if o.crowded <= 0 {
+		o.crowded = 0.02
+	}
+	if o.quiet <= 0 {
+		o.quiet = 0.005
+	}
+	if o.settle <= 0 {
+		o.settle = time.Second
+	}
+	if o.maxSettle < o.settle {
+		o.maxSettle = max(30*time.Second, o.settle)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.moved == nil {
+		o.moved = func(move) {}
+	}
+}
+
+// Run governs GOMAXPROCS until ctx ends, and then gives it back to the
+// runtime. It starts with one thread. It does nothing when GOMAXPROCS is
+// set in the environment (the operator chose), or when the runtime would
+// use one thread anyway.
+func Run(ctx context.Context, opts Options) {
+	opts.defaults()
+	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) < 2 {
+		return
+	}
+	defer runtime.SetDefaultGOMAXPROCS()
+	opts.Logger.Info("one thread runs Go code while the load is light", "up_to", runtime.GOMAXPROCS(1))
+	opts.moved(toOne)
+	w := newWaits(opts.slow)
+	p := newPolicy(opts, time.Now())
+	t := time.NewTicker(opts.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			woken, held := w.read()
+			switch m := p.observe(now, woken, held); m {
+			case toOne:
+				runtime.GOMAXPROCS(1)
+				opts.Logger.Debug("one thread runs Go code: the load is light", "next_try_after", p.settle)
+				opts.moved(m)
+			case toMany:
+				// The runtime's own number, which it keeps up to date with
+				// the CPUs and the container's quota from then on.
+				runtime.SetDefaultGOMAXPROCS()
+				opts.Logger.Debug("threads run Go code in parallel: goroutines waited to run",
+					"gomaxprocs", runtime.GOMAXPROCS(0), "woken", woken, "held_up", held)
+				opts.moved(m)
+			}
+		}
+	}
+}
+
+// waits reads how many goroutines were woken since the last read, and how
+// many of them waited slow or longer to run.
+type waits struct {
+	sample []metrics.Sample
+	slow   float64 // seconds
+	last   []uint64
+}
+
+const latencies = "/sched/latencies:seconds"
+
+func newWaits(slow time.Duration) *waits {
+	w := &waits{sample: []metrics.Sample{{Name: latencies}}, slow: slow.Seconds()}
+	w.read()
+	return w
+}
+
+func (w *waits) read() (woken, held uint64) {
+	metrics.Read(w.sample)
+	if w.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0, 0 // a runtime without the metric: the load looks light
+	}
+	h := w.sample[0].Value.Float64Histogram()
+	if len(w.last) != len(h.Counts) {
+		w.last = make([]uint64, len(h.Counts))
+	}
+	for i, n := range h.Counts {
+		d := n - w.last[i]
+		w.last[i] = n
+		woken += d
+		// Bucket i holds waits from Buckets[i] up to Buckets[i+1].
+		if h.Buckets[i] >= w.slow {
+			held += d
+		}
+	}
+	return woken, held
+}
