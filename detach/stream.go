@@ -67,9 +67,9 @@ func (st *stream) returned() {
 // in chunks, from whichever goroutine the caller hands the stream to,
 // which must call End when it is done. The caller returns from its handler
 // at once after. The connection's deadlines are cleared: one set for the
-// response before is gone, and is the caller's to set again. It fails, and the response goes on as it was, when it
-// cannot leave: see ErrCannot; or the client is gone; or the server is
-// shutting down.
+// response before is gone, and is the caller's to set again. It fails,
+// and the response goes on as it was, when it cannot leave: see
+// ErrCannot; or the client is gone; or the server is shutting down.
 func Leave(w http.ResponseWriter) error {
 	st := find(w)
 	if st == nil || st.w == nil || st.method == http.MethodHead {
