@@ -146,7 +146,7 @@ func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
 	expire := c.expire
 	c.stopCtx = ch.b.opts.AfterDone(ctx, expire)
 	// One timer for both limits, set for the nearer: a call costs one
-	// timer, and a sign of life moves it.
+	// timer, which a sign of life does not touch (see resetIdle).
 	if d, ok := c.untilLimit(c.start); ok {
 		c.timer = time.AfterFunc(d, expire)
 	}

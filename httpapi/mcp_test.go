@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -216,49 +217,42 @@ func TestClientThatStopsReadingIsCutOff(t *testing.T) {
 	t.Parallel()
 	f := newFake()
 	srv := newServer(t, f, Options{ClientTimeout: 100 * time.Millisecond})
-	conn := dial(t, srv)
-	conn.(*net.TCPConn).SetReadBuffer(4096)
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`
-	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	c := f.next(t)
-	big := `{"pad":"` + strings.Repeat("p", 1<<20) + `"}`
-	// Feed a note each time the handler takes the last one, until it gives
-	// up; it must, since nobody reads.
-	go func() {
-		for {
-			c.note(big)
-			select {
-			case <-c.taken:
-			case <-c.ended:
-				return
-			}
-		}
-	}()
-	if cause := c.waitEnded(t); !errors.Is(cause, context.Canceled) {
-		t.Errorf("call ended with cause %v, want context.Canceled", cause)
-	}
+	stopReading(t, f, srv, nil)
 }
 
 // A stream that left the server has a write deadline too, though leaving
 // cleared the one its response had: a client that stops reading it is
 // cut off, and its call cancelled. The client stops before the stream
-// leaves, well within the deadline set as it opened.
+// leaves, well within the deadline set as it opened (a writer that kept
+// counting on that one would wait on for the rest of it, the timeout an
+// eighth: 250ms).
 func TestClientThatStopsReadingALeftStreamIsCutOff(t *testing.T) {
 	t.Parallel()
 	f := newFake()
 	streams := &streamMeter{left: make(chan struct{})}
-	srv := newServer(t, f, Options{ClientTimeout: time.Second, Meter: streams})
+	srv := newServer(t, f, Options{ClientTimeout: 2 * time.Second, Meter: streams})
+	stopReading(t, f, srv, streams.left)
+}
+
+// stopReading asks srv for a stream it never reads, waits for left to
+// close (if not nil), then has the call send large notes until it ends,
+// which it must, since nobody reads: cancelled.
+func stopReading(t *testing.T, f *fakeBackend, srv *httptest.Server, left <-chan struct{}) {
+	t.Helper()
 	conn := dial(t, srv)
 	conn.(*net.TCPConn).SetReadBuffer(4096)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1}}}`
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	c := f.next(t)
-	select {
-	case <-streams.left:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream did not leave the server")
+	if left != nil {
+		select {
+		case <-left:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stream did not leave the server")
+		}
 	}
 	big := `{"pad":"` + strings.Repeat("p", 1<<20) + `"}`
+	// A note each time the handler takes the last one.
 	go func() {
 		for {
 			c.note(big)

@@ -139,6 +139,9 @@ func (s *relayed) pump(canLeave bool) (left bool) {
 				return false
 			}
 		}
+		// Sent: an idle stream does not keep its last messages (Take
+		// hands out the same slice again).
+		clear(notes)
 		if done {
 			there := present(s.w)
 			if wrote := s.end(s.sse, resp, err); s.sse.flush() == nil && wrote {

@@ -71,7 +71,7 @@ type Options struct {
 	MaxCallDuration time.Duration // 0: 30m; the longest timeout a REST call may ask for (the bridge's own limit)
 	OpenAPI         []byte        // served at GET /openapi.yaml; nil: no such route
 	KeepAlive       time.Duration // 0: 15s; SSE comment sent on a quiet stream this often
-	ClientTimeout   time.Duration // 0: 30s; the request body must arrive within it, and a client that takes no answer bytes this long is cut off
+	ClientTimeout   time.Duration // 0: 30s; the request body must arrive within it, and a client that takes no answer bytes this long (an SSE stream's: up to an eighth longer) is cut off
 	Logger          *slog.Logger  // nil: discard
 	Meter           Meter         // nil: nothing is counted
 	Metrics         http.Handler  // served on GET /metrics; nil: no such route (it is served elsewhere, or not at all)

@@ -39,9 +39,9 @@ func Splice(b []byte, edits ...Edit) []byte {
 
 // SpliceInPlace applies one edit to b in its own memory when the result
 // fits in b's capacity, and reports whether it did; b then must not be
-// used any more, only the returned slice. It spares a large message a
-// second copy of itself when only its id changes. The bytes outside the
-// edit move, but are not changed.
+// used any more, only the returned slice. It spares a message a second
+// copy of itself when one member changes (its id, a progress token). The
+// bytes outside the edit move, but are not changed.
 func SpliceInPlace(b []byte, e Edit) ([]byte, bool) {
 	n := len(b) + len(e.New) - (e.Span.End - e.Span.Start)
 	if n > cap(b) {

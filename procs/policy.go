@@ -11,11 +11,20 @@ const (
 	toMany      // goroutines waited to run: the runtime's threads
 )
 
+func (m move) String() string { return [...]string{"stay", "one", "many"}[m] }
+
+// tick is what the runtime's scheduling latencies say of one tick: the
+// wake-ups, how many of them were held up (waited Options.slow or
+// longer), and how many waited Options.long or longer. The runtime times
+// one wake-up in eight: these are that eighth.
+type tick struct{ woken, held, long uint64 }
+
 // minHeld is the fewest goroutines held up in a tick that can make it
-// crowded, or keep it from being quiet: on a process woken a few times a
-// tick, one late thread is not a load. The runtime times one wake-up in
-// eight, so this is some 64.
-const minHeld = 8
+// crowded by their share, or keep it from being quiet: on a process woken
+// a few times a tick, one late thread is not a load. minLong long waits
+// make a tick crowded whatever their share: goroutines that hold a thread
+// for milliseconds wake seldom, and those that wait for them, wait long.
+const minHeld, minLong = 8, 2
 
 // policy decides, tick by tick, between one thread and the runtime's
 // many. It starts with one: the load is light until it shows otherwise.
@@ -32,15 +41,14 @@ func newPolicy(opts Options, now time.Time) *policy {
 	return &policy{opts: opts, one: true, since: now, settle: opts.settle}
 }
 
-// observe takes one tick's wake-ups, of which held waited to run longer
-// than Options.slow, and decides.
-func (p *policy) observe(now time.Time, woken, held uint64) move {
+// observe takes one tick, and decides.
+func (p *policy) observe(now time.Time, t tick) move {
 	var share float64
-	if woken > 0 {
-		share = float64(held) / float64(woken)
+	if t.woken > 0 {
+		share = float64(t.held) / float64(t.woken)
 	}
 	if p.one {
-		if held < minHeld || share < p.opts.crowded {
+		if t.long < minLong && (t.held < minHeld || share < p.opts.crowded) {
 			return stay
 		}
 		// One thread is too few. If it was so soon after the load went
@@ -53,7 +61,7 @@ func (p *policy) observe(now time.Time, woken, held uint64) move {
 		p.one, p.since, p.quietSince = false, now, time.Time{}
 		return toMany
 	}
-	if share >= p.opts.quiet && held >= minHeld {
+	if t.long > 0 || share >= p.opts.quiet && t.held >= minHeld {
 		p.quietSince = time.Time{}
 		return stay
 	}

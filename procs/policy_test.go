@@ -6,15 +6,14 @@ import (
 	"time"
 )
 
-// tick is one tick's wake-ups, of which held were held up.
-type tick struct{ woken, held uint64 }
-
 var (
-	idle    = tick{0, 0}
-	light   = tick{250, 2}   // one at a time: hardly anyone waits
-	crowded = tick{500, 120} // a quarter waited: one thread is too few
-	lateOne = tick{4, 4}     // a process woken a few times, late: not a load
-	mild    = tick{500, 9}   // with many threads: a few wait, under 2% but not none
+	idle    = tick{}
+	light   = tick{woken: 250, held: 2}          // one at a time: hardly anyone waits
+	crowded = tick{woken: 500, held: 120}        // a quarter waited: one thread is too few
+	lateOne = tick{woken: 4, held: 4, long: 1}   // a process woken a few times, late: not a load
+	mild    = tick{woken: 500, held: 9}          // with many threads: a few wait, under 2% but not none
+	hogged  = tick{woken: 3, held: 3, long: 3}   // goroutines holding the thread for milliseconds: few wake, all wait long
+	oneLong = tick{woken: 250, held: 1, long: 1} // with many threads, one long wait: not quiet
 )
 
 // run feeds the policy ticks 50ms apart from start and returns the moves
@@ -22,7 +21,7 @@ var (
 func run(p *policy, start time.Time, ticks ...tick) []string {
 	var moves []string
 	for i, t := range ticks {
-		switch p.observe(start.Add(time.Duration(i+1)*50*time.Millisecond), t.woken, t.held) {
+		switch p.observe(start.Add(time.Duration(i+1)*50*time.Millisecond), t) {
 		case toOne:
 			moves = append(moves, fmt.Sprintf("%d:one", i))
 		case toMany:
@@ -102,5 +101,21 @@ func TestPolicyKeepsManyUnderParallelLoad(t *testing.T) {
 	p := newTestPolicy()
 	if got := fmt.Sprint(run(p, time.Unix(0, 0), repeat(crowded, 400)...)); got != "[0:many]" {
 		t.Errorf("moves %s, want [0:many]", got)
+	}
+}
+
+// Goroutines that hold the thread for milliseconds wake too seldom to
+// count, but those that wait for them wait long: that is a load too, at
+// one thread and at many; a single long wait at one thread is not.
+func TestPolicySeesGoroutinesThatHoldTheThread(t *testing.T) {
+	t.Parallel()
+	p := newTestPolicy()
+	ticks := append(repeat(light, 5), lateOne, hogged) // 6: many
+	for range 30 {
+		ticks = append(ticks, light, light, oneLong) // never quiet for long with many
+	}
+	ticks = append(ticks, repeat(light, 11)...) // quiet from tick 97: one at 107
+	if got, want := fmt.Sprint(run(p, time.Unix(0, 0), ticks...)), "[6:many 107:one]"; got != want {
+		t.Errorf("moves %s, want %s", got, want)
 	}
 }

@@ -6,7 +6,7 @@
 // reader, handler, client), each a goroutine woken by another. With more
 // than one thread, each wake-up also wakes an idle thread to look for
 // work, which on a lightly loaded machine is most of a call's cost: calls
-// one at a time take a quarter to a third less CPU and latency on one
+// one at a time take a fifth to a third less CPU and latency on one
 // thread. Under parallel load, one thread is a bottleneck. Run watches how
 // long goroutines wait to run (the runtime's scheduling latencies) and
 // moves between the two.
@@ -28,12 +28,16 @@ type Options struct {
 	// The rest are the tests'; zero values are the gateway's.
 	tick time.Duration // how often the load is looked at: 50ms
 	slow time.Duration // a wait to run from which a goroutine is held up: 200µs
+	// long is a wait that a goroutine ready to run meets only when
+	// others hold the threads for long stretches (CPU-bound work, with
+	// few wake-ups to count): 4ms.
+	long time.Duration
 	// crowded is the share of a tick's wake-ups held up from which one
 	// thread is too few: 2%.
 	crowded float64
-	// quiet is the share under which a tick shows that the runtime's
-	// threads are more than the load needs: 0.5%. So does a tick with
-	// fewer than minHeld held up.
+	// quiet is the share under which a tick with no long wait shows
+	// that the runtime's threads are more than the load needs: 0.5%. So
+	// does one with fewer than minHeld held up.
 	quiet float64
 	// settle is how long the load must stay quiet before one thread is
 	// tried again, 1s; it doubles each time a try fails, up to
@@ -48,6 +52,9 @@ func (o *Options) defaults() {
 	}
 	if o.slow <= 0 {
 		o.slow = 200 * time.Microsecond
+	}
+	if o.long <= 0 {
+		o.long = 4 * time.Millisecond
 	}
 	if o.crowded <= 0 {
 		o.crowded = 0.02
@@ -72,26 +79,31 @@ func (o *Options) defaults() {
 // Run governs GOMAXPROCS until ctx ends, and then gives it back to the
 // runtime. It starts with one thread. It does nothing when GOMAXPROCS is
 // set in the environment (the operator chose), or when the runtime would
-// use one thread anyway.
+// use one thread anyway as Run starts (a quota that grows later is not
+// followed).
 func Run(ctx context.Context, opts Options) {
 	opts.defaults()
-	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) < 2 {
+	if v := os.Getenv("GOMAXPROCS"); v != "" {
+		opts.Logger.Info("GOMAXPROCS is set: as many threads run Go code throughout", "gomaxprocs", runtime.GOMAXPROCS(0))
 		return
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		return // a CPU, or a quota of one, at the start: nothing to govern
 	}
 	defer runtime.SetDefaultGOMAXPROCS()
 	opts.Logger.Info("one thread runs Go code while the load is light", "up_to", runtime.GOMAXPROCS(1))
 	opts.moved(toOne)
-	w := newWaits(opts.slow)
+	w := newWaits(opts.slow, opts.long)
 	p := newPolicy(opts, time.Now())
-	t := time.NewTicker(opts.tick)
-	defer t.Stop()
+	ticker := time.NewTicker(opts.tick)
+	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			woken, held := w.read()
-			switch m := p.observe(now, woken, held); m {
+		case now := <-ticker.C:
+			t := w.read()
+			switch m := p.observe(now, t); m {
 			case toOne:
 				runtime.GOMAXPROCS(1)
 				opts.Logger.Debug("one thread runs Go code: the load is light", "next_try_after", p.settle)
@@ -101,46 +113,50 @@ func Run(ctx context.Context, opts Options) {
 				// the CPUs and the container's quota from then on.
 				runtime.SetDefaultGOMAXPROCS()
 				opts.Logger.Debug("threads run Go code in parallel: goroutines waited to run",
-					"gomaxprocs", runtime.GOMAXPROCS(0), "woken", woken, "held_up", held)
+					"gomaxprocs", runtime.GOMAXPROCS(0), "woken", t.woken, "held_up", t.held, "held_long", t.long)
 				opts.moved(m)
 			}
 		}
 	}
 }
 
-// waits reads how many goroutines were woken since the last read, and how
-// many of them waited slow or longer to run.
+// waits reads, from the runtime's scheduling latencies, how goroutines
+// waited to run since the last read.
 type waits struct {
-	sample []metrics.Sample
-	slow   float64 // seconds
-	last   []uint64
+	sample     []metrics.Sample
+	slow, long float64 // seconds
+	last       []uint64
 }
 
 const latencies = "/sched/latencies:seconds"
 
-func newWaits(slow time.Duration) *waits {
-	w := &waits{sample: []metrics.Sample{{Name: latencies}}, slow: slow.Seconds()}
+func newWaits(slow, long time.Duration) *waits {
+	w := &waits{sample: []metrics.Sample{{Name: latencies}}, slow: slow.Seconds(), long: long.Seconds()}
 	w.read()
 	return w
 }
 
-func (w *waits) read() (woken, held uint64) {
+func (w *waits) read() tick {
 	metrics.Read(w.sample)
 	if w.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return 0, 0 // a runtime without the metric: the load looks light
+		return tick{} // a runtime without the metric: the load looks light
 	}
 	h := w.sample[0].Value.Float64Histogram()
 	if len(w.last) != len(h.Counts) {
 		w.last = make([]uint64, len(h.Counts))
 	}
+	var t tick
 	for i, n := range h.Counts {
 		d := n - w.last[i]
 		w.last[i] = n
-		woken += d
+		t.woken += d
 		// Bucket i holds waits from Buckets[i] up to Buckets[i+1].
 		if h.Buckets[i] >= w.slow {
-			held += d
+			t.held += d
+		}
+		if h.Buckets[i] >= w.long {
+			t.long += d
 		}
 	}
-	return woken, held
+	return t
 }

@@ -2,6 +2,7 @@ package procs
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -12,10 +13,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// crowd runs goroutines that each wake up and hold the thread for a
-// while, n at a time, until stop closes: on one thread, most of them wait
-// to run far longer than Options.slow.
-func crowd(n int, stop <-chan struct{}) (wait func()) {
+// crowd runs n goroutines that each wake every millisecond and hold the
+// thread for hold, until the func it returns is called (it waits for
+// them). On one thread, each waits for the others.
+func crowd(n int, hold time.Duration) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
@@ -23,59 +25,86 @@ func crowd(n int, stop <-chan struct{}) (wait func()) {
 			defer t.Stop()
 			for {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				case <-t.C:
 				}
-				for end := time.Now().Add(300 * time.Microsecond); time.Now().Before(end); {
+				for end := time.Now().Add(hold); time.Now().Before(end); {
 				}
 			}
 		})
 	}
-	return wg.Wait
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
+}
+
+// oneThread sets GOMAXPROCS to 1 for the test.
+func oneThread(t *testing.T) {
+	prev := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 }
 
 // The runtime's own latencies tell the waits apart: a crowd on one thread
-// is held up, and a goroutine woken alone is not.
+// is held up, goroutines that hold the thread for milliseconds are waited
+// for long, and a goroutine woken alone is neither, as a rule (a busy
+// machine may hold the thread itself up now and then).
 func TestWaitsCountTheHeldUp(t *testing.T) {
-	defer runtime.SetDefaultGOMAXPROCS()
-	runtime.GOMAXPROCS(1)
-	w := newWaits(200 * time.Microsecond)
-	stop := make(chan struct{})
-	wait := crowd(8, stop)
-	// The crowd runs until the runtime has seen enough of it (its
-	// latencies are sampled: one wake-up in eight).
-	var woken, held uint64
-	for limit := time.Now().Add(10 * time.Second); held < 50 && time.Now().Before(limit); {
-		<-time.After(10 * time.Millisecond)
-		wn, h := w.read()
-		woken, held = woken+wn, held+h
+	oneThread(t)
+	w := newWaits(200*time.Microsecond, 4*time.Millisecond)
+	// Each runs until the runtime has timed enough of it: one wake-up in
+	// eight.
+	sum := func(enough func(tick) bool) tick {
+		var s tick
+		for limit := time.Now().Add(10 * time.Second); !enough(s) && time.Now().Before(limit); {
+			<-time.After(10 * time.Millisecond)
+			t := w.read()
+			s.woken, s.held, s.long = s.woken+t.woken, s.held+t.held, s.long+t.long
+		}
+		return s
 	}
-	close(stop)
-	wait()
-	crowded := float64(held) / float64(woken)
-	if held < 50 || crowded < 0.5 {
-		t.Fatalf("a crowd on one thread: %d of %d wake-ups held up, want 50 or more and half or more", held, woken)
+	stop := crowd(8, 300*time.Microsecond)
+	crowded := sum(func(s tick) bool { return s.held >= 50 })
+	stop()
+	share := float64(crowded.held) / float64(crowded.woken)
+	if crowded.held < 50 || share < 0.5 {
+		t.Fatalf("a crowd on one thread: %d of %d wake-ups held up, want 50 or more and half or more", crowded.held, crowded.woken)
 	}
-	// Alone, a goroutine woken from sleep finds the thread free, as a
-	// rule (a busy machine may hold the thread itself up now and then).
+	stop = crowd(3, 10*time.Millisecond)
+	hogged := sum(func(s tick) bool { return s.long >= 10 })
+	stop()
+	if hogged.long < 10 {
+		t.Fatalf("goroutines holding the thread for 10ms: %d of %d wake-ups waited long, want 10 or more", hogged.long, hogged.woken)
+	}
 	w.read()
-	woken, held = 0, 0
+	var alone tick
 	for range 400 {
 		<-time.After(100 * time.Microsecond)
-		wn, h := w.read()
-		woken, held = woken+wn, held+h
+		t := w.read()
+		alone.woken, alone.held, alone.long = alone.woken+t.woken, alone.held+t.held, alone.long+t.long
 	}
-	if woken == 0 || float64(held)/float64(woken) > crowded/2 {
-		t.Errorf("one goroutine at a time: %d of %d wake-ups held up, want some woken and under half the crowd's share (%.2f)", held, woken, crowded)
+	if alone.woken == 0 || float64(alone.held)/float64(alone.woken) > share/2 || alone.long > hogged.long/2 {
+		t.Errorf("one goroutine at a time: %d of %d wake-ups held up and %d long, want some woken, under half the crowd's share (%.2f) and under half the long waits of the hogs (%d)",
+			alone.held, alone.woken, alone.long, share, hogged.long)
 	}
 }
 
-// Run starts with one thread, takes the runtime's many when a crowd
-// waits to run, goes back to one once the crowd has gone, and gives
-// GOMAXPROCS back to the runtime when it ends.
+// Run starts with one thread, takes the runtime's many when a crowd waits
+// to run, or goroutines hold the thread for milliseconds, goes back to one
+// once they have gone, and gives GOMAXPROCS back to the runtime when it
+// ends.
 func TestRunFollowsTheLoad(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set: Run leaves it (TestRunLeavesAChosenGOMAXPROCS)")
+	}
+	prev := runtime.GOMAXPROCS(0)
+	runtime.SetDefaultGOMAXPROCS()
 	many := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 	moves := make(chan move, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -83,12 +112,16 @@ func TestRunFollowsTheLoad(t *testing.T) {
 		defer close(done)
 		Run(ctx, Options{settle: 200 * time.Millisecond, moved: func(m move) { moves <- m }})
 	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 	next := func(want move, procs int) {
 		t.Helper()
 		select {
 		case m := <-moves:
 			if m != want || runtime.GOMAXPROCS(0) != procs {
-				t.Fatalf("move %v with GOMAXPROCS %d, want move %v with %d", m, runtime.GOMAXPROCS(0), want, procs)
+				t.Fatalf("move to %v with GOMAXPROCS %d, want to %v with %d", m, runtime.GOMAXPROCS(0), want, procs)
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatalf("no move to %v (GOMAXPROCS %d)", want, runtime.GOMAXPROCS(0))
@@ -104,12 +137,16 @@ func TestRunFollowsTheLoad(t *testing.T) {
 		return
 	}
 	next(toOne, 1)
-	stop := make(chan struct{})
-	wait := crowd(8, stop)
-	next(toMany, many)
-	close(stop)
-	wait()
-	next(toOne, 1)
+	for _, load := range []struct {
+		n    int
+		hold time.Duration
+	}{{8, 300 * time.Microsecond}, {3, 10 * time.Millisecond}} {
+		stop := crowd(load.n, load.hold)
+		t.Cleanup(stop)
+		next(toMany, many)
+		stop()
+		next(toOne, 1)
+	}
 	cancel()
 	<-done
 	if n := runtime.GOMAXPROCS(0); n != many {

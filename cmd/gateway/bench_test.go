@@ -62,18 +62,7 @@ func BenchmarkCall(b *testing.B) {
 		defer br.Close(context.Background())
 		b.ResetTimer()
 		for i := range b.N {
-			m, err := jsonrpc.Parse(fmt.Appendf(nil, call, i+1))
-			if err != nil {
-				b.Fatal(err)
-			}
-			req, err := mcp.Read(m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c, err := br.Call(context.Background(), req, bridge.Caller{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := startCall(b, br, fmt.Sprintf(call, i+1))
 			if resp, err := waitCall(c); err != nil || !strings.Contains(string(resp), `"benchmark"`) {
 				b.Fatalf("answer %s, %v", resp, err)
 			}
@@ -163,20 +152,9 @@ func BenchmarkBridgeProgress(b *testing.B) {
 	b.ReportAllocs()
 	defer reportCPU(b)()
 	// One call of b.N steps: what it costs to start is not the events'.
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":%d,"interval_ms":1},"_meta":{"progressToken":"bench"}}}`, b.N)
-	m, err := jsonrpc.Parse([]byte(body))
-	if err != nil {
-		b.Fatal(err)
-	}
-	req, err := mcp.Read(m)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := br.Call(context.Background(), req, bridge.Caller{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := startCall(b, br, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":%d,"interval_ms":1},"_meta":{"progressToken":"bench"}}}`, b.N))
 	events := 0
+	var err error
 	for done := false; !done; {
 		<-c.Wake()
 		var notes [][]byte
@@ -191,6 +169,23 @@ func BenchmarkBridgeProgress(b *testing.B) {
 	if err != nil || events != b.N {
 		b.Fatalf("%d events of %d, and %v", events, b.N, err)
 	}
+}
+
+// startCall reads body as a client's request and calls the bridge with it.
+func startCall(b *testing.B, br *bridge.Bridge, body string) bridge.Call {
+	m, err := jsonrpc.Parse([]byte(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, err := mcp.Read(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := br.Call(context.Background(), req, bridge.Caller{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 // reportCPU starts counting the CPU time of this process; the func it

@@ -45,7 +45,7 @@ type Config struct {
 	MaxBodyBytes      int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB); larger ones get 413"`
 	StderrLineBytes   int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry; longer lines are split"`
 	ChildWriteTimeout time.Duration `split_words:"true" default:"30s" desc:"a write to the child's stdin that makes no progress this long fails"`
-	ClientTimeout     time.Duration `split_words:"true" default:"30s" desc:"a request body must arrive within this, and a client that takes no answer bytes this long is cut off (its call is cancelled)"`
+	ClientTimeout     time.Duration `split_words:"true" default:"30s" desc:"a request body must arrive within this, and a client that takes no answer bytes this long (up to an eighth more) is cut off (its call is cancelled)"`
 	SSEKeepAlive      time.Duration `split_words:"true" default:"15s" desc:"an SSE comment is sent on a quiet stream this often"`
 
 	StdinGrace      time.Duration `split_words:"true" default:"5s" desc:"on stop, how long to wait after closing the child's stdin before SIGTERM"`
@@ -65,7 +65,7 @@ type Config struct {
 
 	AdminAddr string `split_words:"true" desc:"when set, /metrics and /debug/pprof/ are served on this address (host:port) and not on GATEWAY_ADDR"`
 
-	AdaptThreads bool `split_words:"true" default:"true" desc:"run Go code on one thread while calls come one at a time (a third less latency and CPU a call), and on as many as the runtime would once goroutines wait for one; false, or GOMAXPROCS set: as many always"`
+	AdaptThreads bool `split_words:"true" default:"true" desc:"run Go code on one thread while calls come one at a time (less latency and CPU a call), and on as many as the runtime would once goroutines wait for one; false, or GOMAXPROCS set: as many always"`
 
 	AuthTokens      []string      `split_words:"true" desc:"bearer tokens that may call, comma-separated; each name:token (the name shows in logs) or just token"`
 	AuthTokensFile  string        `split_words:"true" desc:"a file of such tokens, one per line (# comments); re-read when it changes and on SIGHUP"`

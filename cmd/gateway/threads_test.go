@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,8 +19,8 @@ func logged(msg string) func(gatewaytest.Record) bool {
 // many once calls come in parallel, and on one again once they stop.
 func TestThreadsFollowTheLoad(t *testing.T) {
 	t.Parallel()
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("one CPU: there is one thread either way")
+	if runtime.GOMAXPROCS(0) < 2 || os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("one CPU, or GOMAXPROCS set: the gateway does not adapt its threads")
 	}
 	g := startGateway(t, []string{"GATEWAY_LOG_LEVEL=debug"})
 	if r := g.Logs.Wait(t, logged("one thread runs Go code while the load is light")); r["up_to"] != float64(runtime.GOMAXPROCS(0)) {
@@ -49,15 +50,31 @@ func TestThreadsFollowTheLoad(t *testing.T) {
 		})
 	}
 	g.Logs.Wait(t, logged("threads run Go code in parallel: goroutines waited to run"))
+	// The load may have come and gone meanwhile: the move back that
+	// counts is the one after it ends.
+	light := logged("one thread runs Go code: the load is light")
+	before := len(g.Logs.Find(light))
 	close(stop)
 	wg.Wait()
-	g.Logs.Wait(t, logged("one thread runs Go code: the load is light"))
+	seen := 0
+	g.Logs.Wait(t, func(r gatewaytest.Record) bool {
+		if light(r) {
+			seen++
+		}
+		return seen > before
+	})
+	if n, ok := scrapeAt(t, g.URL+"/metrics").value("go_sched_gomaxprocs_threads", ""); !ok || n != 1 {
+		t.Errorf("go_sched_gomaxprocs_threads = %v (%v) once the load ended, want 1", n, ok)
+	}
 }
 
 // With GATEWAY_ADAPT_THREADS=false, Go code runs on the runtime's threads
 // throughout.
 func TestThreadsCanBeLeftToTheRuntime(t *testing.T) {
 	t.Parallel()
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS set: the test's threads are not the runtime's own")
+	}
 	g := startGateway(t, []string{"GATEWAY_ADAPT_THREADS=false"})
 	if n, ok := scrapeAt(t, g.URL+"/metrics").value("go_sched_gomaxprocs_threads", ""); !ok || n != float64(runtime.GOMAXPROCS(0)) {
 		t.Errorf("go_sched_gomaxprocs_threads = %v (%v), want the runtime's %d", n, ok, runtime.GOMAXPROCS(0))
