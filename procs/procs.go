@@ -15,7 +15,6 @@ package procs
 import (
 	"context"
 	"log/slog"
-	"os"
 	"runtime"
 	"runtime/metrics"
 	"time"
@@ -77,16 +76,12 @@ func (o *Options) defaults() {
 }
 
 // Run governs GOMAXPROCS until ctx ends, and then gives it back to the
-// runtime. It starts with one thread. It does nothing when GOMAXPROCS is
-// set in the environment (the operator chose), or when the runtime would
-// use one thread anyway as Run starts (a quota that grows later is not
-// followed).
+// runtime. It starts with one thread. It does nothing when the runtime
+// uses one thread anyway as Run starts (a quota that grows later is not
+// followed). It is not for a process whose GOMAXPROCS the operator set in
+// the environment: the runtime's number it moves to ignores that.
 func Run(ctx context.Context, opts Options) {
 	opts.defaults()
-	if v := os.Getenv("GOMAXPROCS"); v != "" {
-		opts.Logger.Info("GOMAXPROCS is set: as many threads run Go code throughout", "gomaxprocs", runtime.GOMAXPROCS(0))
-		return
-	}
 	if runtime.GOMAXPROCS(0) < 2 {
 		return // a CPU, or a quota of one, at the start: nothing to govern
 	}

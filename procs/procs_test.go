@@ -2,7 +2,6 @@ package procs
 
 import (
 	"context"
-	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -98,9 +97,6 @@ func TestWaitsCountTheHeldUp(t *testing.T) {
 // once they have gone, and gives GOMAXPROCS back to the runtime when it
 // ends.
 func TestRunFollowsTheLoad(t *testing.T) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		t.Skip("GOMAXPROCS is set: Run leaves it (TestRunLeavesAChosenGOMAXPROCS)")
-	}
 	prev := runtime.GOMAXPROCS(0)
 	runtime.SetDefaultGOMAXPROCS()
 	many := runtime.GOMAXPROCS(0)
@@ -151,18 +147,5 @@ func TestRunFollowsTheLoad(t *testing.T) {
 	<-done
 	if n := runtime.GOMAXPROCS(0); n != many {
 		t.Errorf("GOMAXPROCS %d after Run, want the runtime's %d", n, many)
-	}
-}
-
-// With GOMAXPROCS set, the operator chose: Run changes nothing.
-func TestRunLeavesAChosenGOMAXPROCS(t *testing.T) {
-	t.Setenv("GOMAXPROCS", "2")
-	before := runtime.GOMAXPROCS(0)
-	moved := false
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // a Run that took over would still have moved first
-	Run(ctx, Options{moved: func(move) { moved = true }})
-	if moved || runtime.GOMAXPROCS(0) != before {
-		t.Errorf("Run moved (%v) GOMAXPROCS from %d to %d", moved, before, runtime.GOMAXPROCS(0))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"slices"
 	"syscall"
 	"time"
@@ -409,10 +410,14 @@ func newHandler(cfg Config, k keys, g guard, b *bridge.Bridge, m *metrics.Metric
 	return httpapi.New(b, opts)
 }
 
-// adaptThreads runs procs.Run unless GATEWAY_ADAPT_THREADS=false; the
-// func it returns stops it and waits for it.
+// adaptThreads runs procs.Run unless GATEWAY_ADAPT_THREADS=false or the
+// operator set GOMAXPROCS; the func it returns stops it and waits for it.
 func adaptThreads(cfg Config, log *slog.Logger) func() {
 	if !cfg.AdaptThreads {
+		return func() {}
+	}
+	if os.Getenv("GOMAXPROCS") != "" {
+		log.Info("GOMAXPROCS is set: as many threads run Go code throughout", "gomaxprocs", runtime.GOMAXPROCS(0))
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -68,18 +68,29 @@ func TestThreadsFollowTheLoad(t *testing.T) {
 	}
 }
 
-// With GATEWAY_ADAPT_THREADS=false, Go code runs on the runtime's threads
-// throughout.
+// With GATEWAY_ADAPT_THREADS=false, or GOMAXPROCS set, Go code runs on
+// as many threads as the runtime was told throughout.
 func TestThreadsCanBeLeftToTheRuntime(t *testing.T) {
 	t.Parallel()
 	if os.Getenv("GOMAXPROCS") != "" {
 		t.Skip("GOMAXPROCS set: the test's threads are not the runtime's own")
 	}
-	g := startGateway(t, []string{"GATEWAY_ADAPT_THREADS=false"})
-	if n, ok := scrapeAt(t, g.URL+"/metrics").value("go_sched_gomaxprocs_threads", ""); !ok || n != float64(runtime.GOMAXPROCS(0)) {
-		t.Errorf("go_sched_gomaxprocs_threads = %v (%v), want the runtime's %d", n, ok, runtime.GOMAXPROCS(0))
-	}
-	if recs := g.Logs.Find(logged("one thread runs Go code while the load is light")); len(recs) != 0 {
-		t.Errorf("the threads were adapted: %v", recs)
+	for _, tc := range []struct {
+		env  string
+		want int
+	}{
+		{"GATEWAY_ADAPT_THREADS=false", runtime.GOMAXPROCS(0)},
+		{"GOMAXPROCS=3", 3}, // not the 1 nor the CPUs a governed gateway would have
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Parallel()
+			g := startGateway(t, []string{tc.env})
+			if n, ok := scrapeAt(t, g.URL+"/metrics").value("go_sched_gomaxprocs_threads", ""); !ok || n != float64(tc.want) {
+				t.Errorf("go_sched_gomaxprocs_threads = %v (%v), want %d", n, ok, tc.want)
+			}
+			if recs := g.Logs.Find(logged("one thread runs Go code while the load is light")); len(recs) != 0 {
+				t.Errorf("the threads were adapted: %v", recs)
+			}
+		})
 	}
 }
