@@ -85,10 +85,15 @@ func Run(ctx context.Context, opts Options) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		return // a CPU, or a quota of one, at the start: nothing to govern
 	}
+	w, ok := newWaits(opts.slow, opts.long)
+	if !ok {
+		// Blind to the load, one thread could be kept under any of it.
+		opts.Logger.Warn("the runtime gives no scheduling latencies: threads are left to it", "metric", latencies)
+		return
+	}
 	defer runtime.SetDefaultGOMAXPROCS()
 	opts.Logger.Info("one thread runs Go code while the load is light", "up_to", runtime.GOMAXPROCS(1))
 	opts.moved(toOne)
-	w := newWaits(opts.slow, opts.long)
 	p := newPolicy(opts, time.Now())
 	ticker := time.NewTicker(opts.tick)
 	defer ticker.Stop()
@@ -125,17 +130,20 @@ type waits struct {
 
 const latencies = "/sched/latencies:seconds"
 
-func newWaits(slow, long time.Duration) *waits {
-	w := &waits{sample: []metrics.Sample{{Name: latencies}}, slow: slow.Seconds(), long: long.Seconds()}
+// newWaits starts reading; ok is false when the runtime has no such
+// metric.
+func newWaits(slow, long time.Duration) (w *waits, ok bool) {
+	w = &waits{sample: []metrics.Sample{{Name: latencies}}, slow: slow.Seconds(), long: long.Seconds()}
+	metrics.Read(w.sample)
+	if w.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil, false
+	}
 	w.read()
-	return w
+	return w, true
 }
 
 func (w *waits) read() tick {
 	metrics.Read(w.sample)
-	if w.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return tick{} // a runtime without the metric: the load looks light
-	}
 	h := w.sample[0].Value.Float64Histogram()
 	if len(w.last) != len(h.Counts) {
 		w.last = make([]uint64, len(h.Counts))

@@ -54,7 +54,10 @@ func oneThread(t *testing.T) {
 // machine may hold the thread itself up now and then).
 func TestWaitsCountTheHeldUp(t *testing.T) {
 	oneThread(t)
-	w := newWaits(200*time.Microsecond, 4*time.Millisecond)
+	w, ok := newWaits(200*time.Microsecond, 4*time.Millisecond)
+	if !ok {
+		t.Fatalf("the runtime has no %s", latencies)
+	}
 	// Each runs until the runtime has timed enough of it: one wake-up in
 	// eight.
 	sum := func(enough func(tick) bool) tick {
