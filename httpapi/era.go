@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strings"
 
 	"github.com/stdiomcp/gateway/bridge"
@@ -35,12 +36,16 @@ func mismatch(format string, args ...any) *rpcFailure {
 	return refuse(http.StatusBadRequest, mcp.CodeHeaderMismatch, fmt.Sprintf(format, args...), nil)
 }
 
+// protocolVersionKey is mcp.HeaderProtocolVersion as net/http stores it:
+// looking a header up by a name in another case copies the name first.
+const protocolVersionKey = "Mcp-Protocol-Version"
+
 // isModern tells a 2026-07-28 request from a legacy one: a modern client
 // marks every request, with the MCP-Protocol-Version header (a version that
 // is not a legacy one) or with its version in _meta. req may be nil (a
 // response).
 func isModern(r *http.Request, req *mcp.Request) bool {
-	if v := strings.TrimSpace(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && !mcp.IsLegacy(v) {
+	if v := strings.TrimSpace(r.Header.Get(protocolVersionKey)); v != "" && !mcp.IsLegacy(v) {
 		return true
 	}
 	return req != nil && req.Modern()
@@ -56,7 +61,7 @@ func modernCaller(r *http.Request, req *mcp.Request) (bridge.Caller, *rpcFailure
 		return bridge.Caller{}, refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams,
 			"params._meta must carry "+mcp.MetaProtocolVersion+" (a string) and "+mcp.MetaClientCapabilities+" (an object)", nil)
 	}
-	header, err := headerValue(r, mcp.HeaderProtocolVersion)
+	header, err := headerValue(r, protocolVersionKey)
 	switch {
 	case err != nil:
 		return bridge.Caller{}, mismatch("%s: %v", mcp.HeaderProtocolVersion, err)
@@ -125,10 +130,15 @@ func checkMirrored(r *http.Request, req *mcp.Request) *rpcFailure {
 // are, is refused: an intermediary that reads the other copy, or decodes
 // the bytes otherwise, must never see another value than the gateway.
 func headerValue(r *http.Request, name string) (string, error) {
-	if vs := r.Header.Values(name); len(vs) > 1 {
+	// One lookup, by the canonical name (no copy when it is one already).
+	vs := r.Header[textproto.CanonicalMIMEHeaderKey(name)]
+	if len(vs) > 1 {
 		return "", fmt.Errorf("sent %d times; send it once", len(vs))
 	}
-	v := strings.TrimSpace(r.Header.Get(name))
+	var v string
+	if len(vs) == 1 {
+		v = strings.TrimSpace(vs[0])
+	}
 	if !headerSafe(v) {
 		return "", errors.New("the value has characters outside printable ASCII; send such a value as =?base64?...?=")
 	}

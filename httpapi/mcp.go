@@ -129,6 +129,9 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 		body, err = readAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), r.ContentLength, h.opts.MaxBodyBytes)
 		if err == nil {
 			_ = rc.SetReadDeadline(time.Time{})
+			// Read to its end: closed, net/http does not look for more
+			// of it before the answer (a copy, with an allocation).
+			_ = r.Body.Close()
 			return body, true
 		}
 	}

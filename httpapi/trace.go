@@ -33,12 +33,12 @@ func (t trace) traceID() string { return t.parent[3:35] }
 // malformed traceparent means none (W3C: start a new trace, which is the
 // child's business).
 func readTrace(h http.Header) (trace, bool) {
-	parents := h.Values("traceparent")
+	parents := h.Values("Traceparent") // the canonical names: no copy to look them up
 	if len(parents) != 1 || !validTraceparent(parents[0]) {
 		return trace{}, false
 	}
 	t := trace{parent: parents[0]}
-	if state := strings.Join(h.Values("tracestate"), ","); len(state) <= maxTracestate && printable(state) {
+	if state := strings.Join(h.Values("Tracestate"), ","); len(state) <= maxTracestate && printable(state) {
 		t.state = state
 	}
 	return t, true
