@@ -38,6 +38,18 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) >= 2 && os.Args[1] == "hops-relay" {
+		if err := serveHopsRelay(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "hops-writer" {
+		if err := serveHopsWriter(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	var o options
 	o.sizes = defaultStreamSizes()
 	flag.IntVar(&o.runs, "runs", 3, "runs of each measurement; the report gives their median")
@@ -317,6 +329,12 @@ func measureStreams(ctx context.Context, gw, self string, targets []target, o op
 				return nil, fmt.Errorf("%s: %w", relayName, err)
 			}
 			res.Floor = append(res.Floor, l)
+			log.Printf("the bare hops, run %d of %d", run+1, o.runs)
+			h, err := bareHops(ctx, self, o.sizes.RelaySteps+1, time.Duration(o.sizes.RelayEvery)*time.Millisecond)
+			if err != nil {
+				return nil, err
+			}
+			res.Hops = append(res.Hops, h)
 		}
 		for _, t := range targets {
 			if t.name == "gateway" || t.name == floorName || t.name == relayName || !selected(o.only, t.name) {

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// The suite re-executes itself as the HTTP floor, the stdio relay floor and
-// the probe child; so does its test binary.
+// The suite re-executes itself as the HTTP floor, the stdio relay floor,
+// the probe child and the bare hops' processes; so does its test binary.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == "floor" {
 		if err := serveFloor(os.Args[2]); err != nil {
@@ -31,6 +31,20 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) >= 2 && os.Args[1] == "probe" {
 		if err := serveProbe(os.Args[2:]); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "hops-relay" {
+		if err := serveHopsRelay(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "hops-relay:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "hops-writer" {
+		if err := serveHopsWriter(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "hops-writer:", err)
 			os.Exit(1)
 		}
 		return
@@ -63,7 +77,7 @@ func TestSuiteRuns(t *testing.T) {
 	}
 	for _, want := range []string{"| gateway | 1 |", "| gateway | 64 |", "| " + floorName + " | 64 |", "| " + relayName + " | 1 |", "## The child alone over stdio",
 		"| CPU per call, c=64", "| p50, c=1 | ", "The stdio relay floor (`bench relay`",
-		"µs | HTTP floor ", "µs | stdio relay floor ", "| calls/s, c=64 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies",
+		"µs | HTTP floor ", "µs | stdio relay floor ", "| calls/s, c=64 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies", "The bare hops (`bench hops-relay`",
 		"## A 1 MiB result", "## GATEWAY_WORKERS with a CPU-bound child", "## Where the gateway's CPU and allocations go (pprof)", "/big-memory.png)", "/workers.png)"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("the report has no %q:\n%s", want, report)
@@ -83,7 +97,8 @@ func TestSuiteRuns(t *testing.T) {
 			t.Errorf("%s: no peak RSS", name)
 		}
 	}
-	if res.Streams == nil || len(res.Streams.Runs) != 1 || res.Streams.Runs[0].Concurrent.Events != 40 || res.Streams.Runs[0].Idle.Cancellations != 10 {
+	if res.Streams == nil || len(res.Streams.Runs) != 1 || res.Streams.Runs[0].Concurrent.Events != 40 || res.Streams.Runs[0].Idle.Cancellations != 10 ||
+		len(res.Streams.Hops) != 1 || res.Streams.Hops[0].N != 6 {
 		t.Errorf("streams: %+v", res.Streams)
 	}
 	for _, png := range []string{"throughput.png", "latency.png", "cpu.png", "memory.png", "streams.png"} {

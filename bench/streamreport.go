@@ -155,6 +155,20 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 			p("an event flushed at once, and writes `notifications/cancelled` when a client leaves; nothing else. Its figures are what\n")
 			p("these stream latencies come to on this machine with no gateway work at all: two processes woken one after the other.\n\n")
 		}
+		if len(s.Hops) > 0 {
+			h := medianPair(s.Hops, func(l latencySet) latencySet { return l })
+			p("The bare hops (`bench hops-relay`, `bench/hops.go`), %d runs, %d events each: a Go child writes its stamp to its stdout\n", len(s.Hops), s.Hops[0].N)
+			p("every %d ms, a Go process copies what the pipe gives to a TCP connection at once (no HTTP, nothing read), and the client\n", sz.RelayEvery)
+			p("stamps each line as it reads it. p50 %s, p99 %s: what the progress relay's two wake-ups alone cost on this machine.\n", round(h[0]), round(h[1]))
+			if h[0] > 0 {
+				p("The gateway's progress relay p50 is %.2f× theirs", float64(x.relayAlone[0])/float64(h[0]))
+				if f.runs > 0 {
+					p(", the stdio relay floor's %.2f×", float64(f.relayAlone[0])/float64(h[0]))
+				}
+				p(".")
+			}
+			p("\n\n")
+		}
 
 		c := x.conc
 		p("**%d concurrent progress streams.** Each call is held after its first event until all %d are open, then released at\n", c.Streams, c.Streams)

@@ -46,6 +46,7 @@ type streamResults struct {
 	Settings []string // the gateway's environment beyond the address
 	Runs     []streamRun
 	Floor    []streamLatencies          `json:",omitempty"` // the stdio relay floor's, each run
+	Hops     []latencySet               `json:",omitempty"` // the bare hops' progress relay (hops.go), each run
 	Peers    map[string][]peerStreamRun `json:",omitempty"`
 }
 
