@@ -9,19 +9,23 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 )
 
 // The bare hops: the progress relay's two hops with no work on them. A
 // child writes its stamp (CLOCK_MONOTONIC, as the probe does) to its
 // stdout at the progress relay's pace; a process of its own copies
-// whatever the pipe gives to a TCP connection at once, reading nothing of
-// it; the client stamps each line as it reads it. Every process is this
-// program, Go as the probe, the relay floor and the gateway are: what is
-// left is the wake-ups, of the relay by the pipe and of the client by the
-// socket, after the pace's idle time.
+// whatever the pipe gives to a TCP connection at once, parsing nothing;
+// the client stamps each line as it reads it. Every process is this
+// program, in Go as the probe, the relay floor and the gateway are. What
+// is left is the wake-ups after the pace's idle time: of the copier by the
+// pipe, and of the client by the socket. The gateway and the relay floor
+// also hand each event from the goroutine that reads the child to the
+// stream's own; the copier has one goroutine.
 
-// bareHops times events lines through the bare hops, one every every.
+// bareHops times events lines through the bare hops, one every every
+// (the first at once).
 func bareHops(ctx context.Context, self string, events int, every time.Duration) (latencySet, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -33,19 +37,46 @@ func bareHops(ctx context.Context, self string, events int, every time.Duration)
 	if err := cmd.Start(); err != nil {
 		return latencySet{}, fmt.Errorf("starting the hops' relay: %w", err)
 	}
-	lat, err := readHops(ln, events, every)
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return latencySet{}, err
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	type read struct {
+		lat []time.Duration
+		err error
 	}
-	if err := cmd.Wait(); err != nil {
-		return latencySet{}, fmt.Errorf("the hops' relay: %w", err)
+	lines := make(chan read, 1)
+	go func() {
+		lat, err := readHops(ln, events, every)
+		lines <- read{lat, err}
+	}()
+	select {
+	case r := <-lines:
+		if r.err != nil {
+			_ = cmd.Process.Kill()
+			<-exited
+			return latencySet{}, r.err
+		}
+		if err := <-exited; err != nil {
+			return latencySet{}, fmt.Errorf("the hops' relay: %w", err)
+		}
+		return newLatencySet(r.lat, true), nil
+	case err := <-exited:
+		// The relay is gone (done, failed, or killed with ctx): its end of
+		// the connection is closed, and an accept still waiting ends here
+		// rather than at its deadline.
+		ln.Close()
+		r := <-lines
+		if err != nil {
+			return latencySet{}, fmt.Errorf("the hops' relay: %w", err)
+		}
+		if r.err != nil {
+			return latencySet{}, r.err
+		}
+		return newLatencySet(r.lat, true), nil
 	}
-	return newLatencySet(lat, true), nil
 }
 
-// readHops takes the relay's connection on ln and times each line on it.
+// readHops takes the relay's connection on ln and times each line on it:
+// each must be a stamp later than the last.
 func readHops(ln net.Listener, events int, every time.Duration) ([]time.Duration, error) {
 	// Bounded: the relay connects as it starts, and the lines take
 	// events×every.
@@ -98,6 +129,8 @@ func serveHopsRelay(args []string) error {
 	}
 	cmd := exec.Command(self, "hops-writer", args[1], args[2])
 	cmd.Stderr = os.Stderr
+	// The writer goes with the relay, however the relay ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,22 +30,31 @@ func TestBareHops(t *testing.T) {
 // Lines missing, repeated or not stamps fail the hops, rather than
 // hanging them or counting as fast.
 func TestBareHopsReportWhatIsWrong(t *testing.T) {
-	for _, sent := range []string{"", "1\n2\n", "1\n1\n3\n", "1\nx\n3\n", fmt.Sprint(monoNow()+int64(time.Hour)) + "\n"} {
+	for _, c := range []struct{ sent, want string }{
+		{"", "0 lines of 3"},
+		{"1\n2\n", "2 lines of 3"},
+		{"1\n1\n3\n", `"1\n" is not a stamp`},
+		{"1\nx\n3\n", `"x\n" is not a stamp`},
+		{fmt.Sprint(monoNow()+int64(time.Hour)) + "\n", "is not a stamp"},
+	} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		sent := make(chan struct{})
 		go func() {
-			c, err := net.Dial("tcp", ln.Addr().String())
+			defer close(sent)
+			conn, err := net.Dial("tcp", ln.Addr().String())
 			if err == nil {
-				c.Write([]byte(sent))
-				c.Close()
+				conn.Write([]byte(c.sent))
+				conn.Close()
 			}
 		}()
 		_, err = readHops(ln, 3, time.Millisecond)
 		ln.Close()
-		if err == nil {
-			t.Errorf("%q read as 3 events", sent)
+		<-sent
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error saying %q", c.sent, err, c.want)
 		}
 	}
 }
@@ -58,5 +68,17 @@ func TestHopsRefuseBadArguments(t *testing.T) {
 	}
 	if err := serveHopsRelay([]string{"127.0.0.1:1"}); err == nil {
 		t.Error("hops-relay with one argument: no error")
+	}
+}
+
+// A relay that ends before it connects is reported at once, with how it
+// ended, rather than after the wait for its connection.
+func TestBareHopsWithoutARelay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Waited out, the error would be the accept's timeout.
+	_, err := bareHops(ctx, "/bin/false", 3, time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "the hops' relay: exit status 1") {
+		t.Fatalf("%v, want the relay's exit", err)
 	}
 }

@@ -19,33 +19,33 @@ import (
 	"time"
 )
 
+// subcommand runs the roles the suite re-executes itself as (the floors,
+// the probe child, the bare hops' processes); ok is false for none.
+func subcommand(args []string) (ok bool, err error) {
+	if len(args) < 2 {
+		return false, nil
+	}
+	switch args[1] {
+	case "floor":
+		if len(args) != 3 {
+			return true, errors.New("usage: bench floor PORT")
+		}
+		return true, serveFloor(args[2])
+	case "relay":
+		return true, serveRelay(args[2:])
+	case "probe":
+		return true, serveProbe(args[2:])
+	case "hops-relay":
+		return true, serveHopsRelay(args[2:])
+	case "hops-writer":
+		return true, serveHopsWriter(args[2:])
+	}
+	return false, nil
+}
+
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "floor" {
-		if err := serveFloor(os.Args[2]); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	if len(os.Args) >= 2 && os.Args[1] == "relay" {
-		if err := serveRelay(os.Args[2:]); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	if len(os.Args) >= 2 && os.Args[1] == "probe" {
-		if err := serveProbe(os.Args[2:]); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	if len(os.Args) >= 2 && os.Args[1] == "hops-relay" {
-		if err := serveHopsRelay(os.Args[2:]); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	if len(os.Args) >= 2 && os.Args[1] == "hops-writer" {
-		if err := serveHopsWriter(os.Args[2:]); err != nil {
+	if ok, err := subcommand(os.Args); ok {
+		if err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -332,7 +332,7 @@ func measureStreams(ctx context.Context, gw, self string, targets []target, o op
 			log.Printf("the bare hops, run %d of %d", run+1, o.runs)
 			h, err := bareHops(ctx, self, o.sizes.RelaySteps+1, time.Duration(o.sizes.RelayEvery)*time.Millisecond)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("the bare hops: %w", err)
 			}
 			res.Hops = append(res.Hops, h)
 		}

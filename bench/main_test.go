@@ -16,35 +16,9 @@ import (
 // The suite re-executes itself as the HTTP floor, the stdio relay floor,
 // the probe child and the bare hops' processes; so does its test binary.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == "floor" {
-		if err := serveFloor(os.Args[2]); err != nil {
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) >= 2 && os.Args[1] == "relay" {
-		if err := serveRelay(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "relay:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) >= 2 && os.Args[1] == "probe" {
-		if err := serveProbe(os.Args[2:]); err != nil {
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) >= 2 && os.Args[1] == "hops-relay" {
-		if err := serveHopsRelay(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "hops-relay:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) >= 2 && os.Args[1] == "hops-writer" {
-		if err := serveHopsWriter(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "hops-writer:", err)
+	if ok, err := subcommand(os.Args); ok {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[1], err)
 			os.Exit(1)
 		}
 		return
@@ -77,7 +51,7 @@ func TestSuiteRuns(t *testing.T) {
 	}
 	for _, want := range []string{"| gateway | 1 |", "| gateway | 64 |", "| " + floorName + " | 64 |", "| " + relayName + " | 1 |", "## The child alone over stdio",
 		"| CPU per call, c=64", "| p50, c=1 | ", "The stdio relay floor (`bench relay`",
-		"µs | HTTP floor ", "µs | stdio relay floor ", "| calls/s, c=64 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies", "The bare hops (`bench hops-relay`",
+		"µs | HTTP floor ", "µs | stdio relay floor ", "| calls/s, c=64 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies", "The bare hops (`bench/hops.go`)",
 		"## A 1 MiB result", "## GATEWAY_WORKERS with a CPU-bound child", "## Where the gateway's CPU and allocations go (pprof)", "/big-memory.png)", "/workers.png)"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("the report has no %q:\n%s", want, report)

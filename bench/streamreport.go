@@ -157,17 +157,18 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 		}
 		if len(s.Hops) > 0 {
 			h := medianPair(s.Hops, func(l latencySet) latencySet { return l })
-			p("The bare hops (`bench hops-relay`, `bench/hops.go`), %d runs, %d events each: a Go child writes its stamp to its stdout\n", len(s.Hops), s.Hops[0].N)
-			p("every %d ms, a Go process copies what the pipe gives to a TCP connection at once (no HTTP, nothing read), and the client\n", sz.RelayEvery)
-			p("stamps each line as it reads it. p50 %s, p99 %s: what the progress relay's two wake-ups alone cost on this machine.\n", round(h[0]), round(h[1]))
+			p("The bare hops (`bench/hops.go`), %d runs, %d events each: a Go child writes its stamp to its stdout every %d ms, a Go\n", len(s.Hops), s.Hops[0].N, sz.RelayEvery)
+			p("process copies what the pipe gives to a TCP connection at once (no HTTP, nothing parsed, one goroutine), and the\n")
+			p("client stamps each line as it reads it: p50 %s, p99 %s. That is what the progress relay's two wake-ups alone cost on\n", round(h[0]), round(h[1]))
+			p("this machine; the gateway and the relay floor also hand each event from the goroutine that reads the child to the stream's own.\n")
 			if h[0] > 0 {
-				p("The gateway's progress relay p50 is %.2f× theirs", float64(x.relayAlone[0])/float64(h[0]))
+				p("The gateway's progress relay p50 is %.2f× the bare hops' p50", float64(x.relayAlone[0])/float64(h[0]))
 				if f.runs > 0 {
-					p(", the stdio relay floor's %.2f×", float64(f.relayAlone[0])/float64(h[0]))
+					p("; the stdio relay floor's is %.2f×", float64(f.relayAlone[0])/float64(h[0]))
 				}
-				p(".")
+				p(".\n")
 			}
-			p("\n\n")
+			p("\n")
 		}
 
 		c := x.conc

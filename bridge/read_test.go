@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A line that came alone reaches its call's owner before the read loop
@@ -12,6 +13,7 @@ import (
 // owner (who writes the line on to its client) goes first. On one thread
 // the order is the scheduler's, which the read loop yields to.
 func TestTheOwnerTakesALineBeforeTheNextRead(t *testing.T) {
+	// Not parallel: GOMAXPROCS is the whole process's.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var (
 		mu  sync.Mutex
@@ -52,7 +54,11 @@ func TestTheOwnerTakesALineBeforeTheNextRead(t *testing.T) {
 	}()
 	for i := range events {
 		child.send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d}}`, r.ID, i)
-		<-took
+		select {
+		case <-took:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("progress %d never reached the call's owner", i)
+		}
 	}
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, r.ID)
 	for range took {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/textproto"
 	"strings"
 
 	"github.com/stdiomcp/gateway/bridge"
@@ -36,16 +35,12 @@ func mismatch(format string, args ...any) *rpcFailure {
 	return refuse(http.StatusBadRequest, mcp.CodeHeaderMismatch, fmt.Sprintf(format, args...), nil)
 }
 
-// protocolVersionKey is mcp.HeaderProtocolVersion as net/http stores it:
-// looking a header up by a name in another case copies the name first.
-const protocolVersionKey = "Mcp-Protocol-Version"
-
 // isModern tells a 2026-07-28 request from a legacy one: a modern client
 // marks every request, with the MCP-Protocol-Version header (a version that
 // is not a legacy one) or with its version in _meta. req may be nil (a
 // response).
 func isModern(r *http.Request, req *mcp.Request) bool {
-	if v := strings.TrimSpace(r.Header.Get(protocolVersionKey)); v != "" && !mcp.IsLegacy(v) {
+	if v := strings.TrimSpace(r.Header.Get(mcp.HeaderProtocolVersionKey)); v != "" && !mcp.IsLegacy(v) {
 		return true
 	}
 	return req != nil && req.Modern()
@@ -61,7 +56,7 @@ func modernCaller(r *http.Request, req *mcp.Request) (bridge.Caller, *rpcFailure
 		return bridge.Caller{}, refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams,
 			"params._meta must carry "+mcp.MetaProtocolVersion+" (a string) and "+mcp.MetaClientCapabilities+" (an object)", nil)
 	}
-	header, err := headerValue(r, protocolVersionKey)
+	header, err := headerValue(r, mcp.HeaderProtocolVersionKey)
 	switch {
 	case err != nil:
 		return bridge.Caller{}, mismatch("%s: %v", mcp.HeaderProtocolVersion, err)
@@ -131,7 +126,7 @@ func checkMirrored(r *http.Request, req *mcp.Request) *rpcFailure {
 // the bytes otherwise, must never see another value than the gateway.
 func headerValue(r *http.Request, name string) (string, error) {
 	// One lookup, by the canonical name (no copy when it is one already).
-	vs := r.Header[textproto.CanonicalMIMEHeaderKey(name)]
+	vs := r.Header[http.CanonicalHeaderKey(name)]
 	if len(vs) > 1 {
 		return "", fmt.Errorf("sent %d times; send it once", len(vs))
 	}

@@ -240,11 +240,3 @@ func TestParamHeaders(t *testing.T) {
 		}
 	}
 }
-
-// The header is looked up by its canonical name, which must be the one
-// net/http files it under, whatever case the client sent.
-func TestProtocolVersionKeyIsCanonical(t *testing.T) {
-	if got := http.CanonicalHeaderKey(mcp.HeaderProtocolVersion); got != protocolVersionKey {
-		t.Fatalf("canonical %s is %q, the handlers look up %q", mcp.HeaderProtocolVersion, got, protocolVersionKey)
-	}
-}

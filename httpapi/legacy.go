@@ -103,7 +103,7 @@ func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []by
 			"unknown session: "+err.Error()+"; send initialize again"))
 		return nil, false
 	}
-	if v := strings.TrimSpace(r.Header.Get(protocolVersionKey)); v != "" && v != s.claims.revision {
+	if v := strings.TrimSpace(r.Header.Get(mcp.HeaderProtocolVersionKey)); v != "" && v != s.claims.revision {
 		writeError(w, http.StatusBadRequest, id, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "the " + mcp.HeaderProtocolVersion + " header (" + v + ") is not the session's revision (" + s.claims.revision + ")"})
 		return nil, false

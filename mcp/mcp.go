@@ -145,10 +145,13 @@ const (
 // HTTP header names of the Streamable HTTP transport.
 const (
 	HeaderProtocolVersion = "MCP-Protocol-Version"
-	HeaderMethod          = "Mcp-Method"
-	HeaderName            = "Mcp-Name"
-	HeaderSession         = "Mcp-Session-Id"
-	HeaderParamPrefix     = "Mcp-Param-"
+	// HeaderProtocolVersionKey is the same name as net/http files it (its
+	// canonical form): a lookup by another spelling copies the name first.
+	HeaderProtocolVersionKey = "Mcp-Protocol-Version"
+	HeaderMethod             = "Mcp-Method"
+	HeaderName               = "Mcp-Name"
+	HeaderSession            = "Mcp-Session-Id"
+	HeaderParamPrefix        = "Mcp-Param-"
 )
 
 // LogLevels are the syslog levels of notifications/message, least severe
