@@ -39,8 +39,7 @@ type (
 	// Bufferer is a transport that can tell whether more of the child's
 	// output has already arrived (so the next ReadMessage will not wait).
 	// The bridge uses it to see the child's questions that arrive together
-	// as one batch, and to let the goroutines a batch woke run before a
-	// read that would wait.
+	// as one batch.
 	Bufferer interface{ Buffered() bool }
 	// TryWriter is a transport that can write a small message at once
 	// when nothing stands in its way, and otherwise writes nothing and

@@ -31,7 +31,6 @@ type pipeTransport struct {
 	maxLine  int
 	closeOne sync.Once
 	closed   chan struct{}
-	trace    func(event string) // when not nil, told "read" as each ReadMessage begins, "line" as it returns one
 }
 
 // tooLong mimics the stdio reader's error for a line over the limit.
@@ -43,9 +42,6 @@ type tooLong struct {
 func (e *tooLong) Error() string            { return fmt.Sprintf("a %d-byte line over the limit", e.size) }
 func (e *tooLong) Skipped() (int64, []byte) { return e.size, e.head }
 func (p *pipeTransport) ReadMessage() ([]byte, error) {
-	if p.trace != nil {
-		p.trace("read")
-	}
 	for {
 		line, err := p.r.ReadBytes('\n')
 		line = bytes.TrimSuffix(line, []byte("\n"))
@@ -53,9 +49,6 @@ func (p *pipeTransport) ReadMessage() ([]byte, error) {
 			return nil, &tooLong{int64(len(line)), line[:min(len(line), 64)]}
 		}
 		if len(line) > 0 {
-			if p.trace != nil {
-				p.trace("line")
-			}
 			return line, nil
 		}
 		if err != nil {
@@ -211,14 +204,10 @@ type world struct {
 	auto     autoReply
 	maxLine  int
 	gated    bool
-	trace    func(event string) // handed to each child's transport (pipeTransport.trace)
 }
 
-func newWorld(t *testing.T, opts Options, auto autoReply, setup ...func(*world)) *world {
+func newWorld(t *testing.T, opts Options, auto autoReply) *world {
 	w := &world{t: t, children: make(chan *fakeChild, 8), auto: auto}
-	for _, f := range setup {
-		f(w)
-	}
 	w.b = New(w.start, strict(t, opts))
 	t.Cleanup(func() {
 		w.b.Close(context.Background())
@@ -243,7 +232,7 @@ func (w *world) start(ctx context.Context) (Transport, error) {
 	}
 	go c.readLoop(toChild)
 	w.children <- c
-	tr := &pipeTransport{r: bufio.NewReader(fromChild), rc: fromChild, w: fromBridge, tok: make(chan struct{}, 1), closed: make(chan struct{}), maxLine: w.maxLine, trace: w.trace}
+	tr := &pipeTransport{r: bufio.NewReader(fromChild), rc: fromChild, w: fromBridge, tok: make(chan struct{}, 1), closed: make(chan struct{}), maxLine: w.maxLine}
 	tr.tok <- struct{}{}
 	return tr, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"strconv"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -36,10 +35,6 @@ func (ch *child) readLoop() {
 		ch.dispatchLine(line)
 		if br, ok := ch.t.(Bufferer); !ok || !br.Buffered() {
 			ch.flushParks()
-			// Nothing more is buffered: the next read will most likely
-			// wait. The goroutines this line woke (a call's owner, who
-			// writes it on to its client) go first, before that read.
-			runtime.Gosched()
 		}
 	}
 }
