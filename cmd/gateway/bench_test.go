@@ -87,16 +87,9 @@ func BenchmarkCall(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkBridgeCall -benchmem -count 6 ./cmd/gateway
 func BenchmarkBridgeCall(b *testing.B) {
 	const body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"benchmark"}}}`
-	m, err := jsonrpc.Parse([]byte(body))
-	if err != nil {
-		b.Fatal(err)
-	}
 	// One request for every call: the bridge only reads it, and the
 	// client's parsing is not the bridge's cost.
-	req, err := mcp.Read(m)
-	if err != nil {
-		b.Fatal(err)
-	}
+	req := readRequest(b, body)
 	br := demoBridge(b)
 	defer br.Close(context.Background())
 	one := func() error {
@@ -171,8 +164,8 @@ func BenchmarkBridgeProgress(b *testing.B) {
 	}
 }
 
-// startCall reads body as a client's request and calls the bridge with it.
-func startCall(b *testing.B, br *bridge.Bridge, body string) bridge.Call {
+// readRequest reads body as the HTTP side reads a client's request.
+func readRequest(b *testing.B, body string) *mcp.Request {
 	m, err := jsonrpc.Parse([]byte(body))
 	if err != nil {
 		b.Fatal(err)
@@ -181,7 +174,12 @@ func startCall(b *testing.B, br *bridge.Bridge, body string) bridge.Call {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := br.Call(context.Background(), req, bridge.Caller{})
+	return req
+}
+
+// startCall reads body as a client's request and calls the bridge with it.
+func startCall(b *testing.B, br *bridge.Bridge, body string) bridge.Call {
+	c, err := br.Call(context.Background(), readRequest(b, body), bridge.Caller{})
 	if err != nil {
 		b.Fatal(err)
 	}
