@@ -204,8 +204,9 @@ func TestGuardSettings(t *testing.T) {
 	t.Setenv("GATEWAY_MAX_HEADER_BYTES", "1048576")
 	t.Setenv("GATEWAY_OAUTH_LEEWAY", "1h")
 	t.Setenv("GATEWAY_RATE_LIMIT", "-1")
+	t.Setenv("GATEWAY_HEAP_FLOOR_BYTES", "-1")
 	_, err := loadConfig()
-	for _, want := range []string{"GATEWAY_MAX_HEADER_BYTES", "GATEWAY_OAUTH_LEEWAY", "GATEWAY_RATE_LIMIT"} {
+	for _, want := range []string{"GATEWAY_MAX_HEADER_BYTES", "GATEWAY_OAUTH_LEEWAY", "GATEWAY_RATE_LIMIT", "GATEWAY_HEAP_FLOOR_BYTES"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("loadConfig error %v does not mention %s", err, want)
 		}

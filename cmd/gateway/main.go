@@ -21,6 +21,7 @@ import (
 	contract "github.com/stdiomcp/gateway"
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/detach"
+	"github.com/stdiomcp/gateway/heapfloor"
 	"github.com/stdiomcp/gateway/httpapi"
 	"github.com/stdiomcp/gateway/internal/demo"
 	"github.com/stdiomcp/gateway/metrics"
@@ -202,6 +203,7 @@ func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog
 		defer watchAuth(ctx, g.auth, log)()
 	}
 	defer adaptThreads(cfg, log)()
+	defer keepHeapFloor(cfg, log)()
 	srv := newServer(cfg, newHandler(cfg, k, g, b, m, streams, loopback, log), log)
 	log.Info("listening", "addr", ln.Addr().String(), "child", ch.argv, "era", cfg.Era, "workers", b.Workers(), "version", version)
 	served := make(chan error, 2)
@@ -430,4 +432,17 @@ func adaptThreads(cfg Config, log *slog.Logger) func() {
 		cancel()
 		<-done
 	}
+}
+
+// keepHeapFloor runs heapfloor unless GATEWAY_HEAP_FLOOR_BYTES=0 or the
+// operator set GOGC; the func it returns stops it.
+func keepHeapFloor(cfg Config, log *slog.Logger) func() {
+	if cfg.HeapFloorBytes == 0 {
+		return func() {}
+	}
+	if gogc := os.Getenv("GOGC"); gogc != "" {
+		log.Info("GOGC is set: the runtime paces garbage collection throughout", "gogc", gogc)
+		return func() {}
+	}
+	return heapfloor.Start(heapfloor.Options{Floor: uint64(cfg.HeapFloorBytes), Logger: log})
 }

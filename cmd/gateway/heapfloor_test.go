@@ -1,0 +1,44 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+// The gateway keeps a floor under the heap's goal by default: its
+// collector's percent is raised above the runtime's 100 while the heap is
+// small, and left alone with GATEWAY_HEAP_FLOOR_BYTES=0 or GOGC set.
+func TestHeapFloor(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC set: the gateways started here would inherit it")
+	}
+	for _, tc := range []struct {
+		env    string
+		raised bool
+		want   float64 // when not raised
+	}{
+		{"GATEWAY_LOG_LEVEL=info", true, 0},
+		{"GATEWAY_HEAP_FLOOR_BYTES=0", false, 100},
+		{"GOGC=150", false, 150},
+		{"GATEWAY_HEAP_FLOOR_BYTES=4194304", false, 100}, // the runtime's own least goal covers it
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Parallel()
+			g := startGateway(t, []string{tc.env})
+			p, ok := scrapeAt(t, g.URL+"/metrics").value("go_gc_gogc_percent", "")
+			switch {
+			case !ok:
+				t.Fatal("no go_gc_gogc_percent in /metrics")
+			case tc.raised && p <= 100:
+				t.Errorf("go_gc_gogc_percent = %v, want it raised above 100", p)
+			case !tc.raised && p != tc.want:
+				t.Errorf("go_gc_gogc_percent = %v, want %v", p, tc.want)
+			}
+			started := g.Logs.Find(logged("garbage is collected no sooner than the heap reaches its floor"))
+			if tc.raised != (len(started) == 1) {
+				t.Errorf("the floor's start was logged %d times", len(started))
+			}
+		})
+	}
+}

@@ -1,0 +1,203 @@
+package heapfloor
+
+import (
+	"io"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The collector's percent is the process's: these tests run one at a time.
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func read(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func gcPercent() int { return int(int64(read(gogcMetric))) }
+
+// start is Start with a channel told of each percent set.
+func start(t *testing.T, floor uint64) (adjusted <-chan int, stop func()) {
+	t.Helper()
+	ch := make(chan int, 64)
+	stop = Start(Options{Floor: floor, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), adjusted: func(p int) {
+		select {
+		case ch <- p:
+		default: // a test that stopped reading does not hold up the cleanups
+		}
+	}})
+	t.Cleanup(stop)
+	return ch, stop
+}
+
+// collect runs a collection and returns the percent the cleanup after it
+// set.
+func collect(t *testing.T, adjusted <-chan int) int {
+	t.Helper()
+	for len(adjusted) > 0 {
+		<-adjusted
+	}
+	runtime.GC()
+	select {
+	case p := <-adjusted:
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatal("no adjustment within 10s of a collection")
+		return 0
+	}
+}
+
+func near(got, want uint64) bool {
+	slack := want/50 + 64<<10 // integer percents round the goal down
+	return got+slack >= want && got <= want+slack
+}
+
+// While the live heap is small, the goal is the floor, and it is the floor
+// again after each collection.
+func TestTheGoalIsTheFloorWhileTheHeapIsSmall(t *testing.T) {
+	const floor = 64 << 20
+	if live := read(liveMetric); live > floor/4 {
+		t.Skipf("the test's heap is %d bytes already", live)
+	}
+	base := gcPercent()
+	adjusted, _ := start(t, floor)
+	for range 3 {
+		p := collect(t, adjusted)
+		if p <= base {
+			t.Fatalf("percent %d with %d bytes live, want more than the runtime's %d", p, read(liveMetric), base)
+		}
+		if got := gcPercent(); got != p {
+			t.Errorf("the runtime's percent is %d, the floor set %d", got, p)
+		}
+		if goal := read("/gc/heap/goal:bytes"); !near(goal, floor) {
+			t.Errorf("the heap goal is %d bytes with %d live, want about the floor, %d", goal, read(liveMetric), floor)
+		}
+	}
+}
+
+// A live heap larger than the floor gets the runtime's own percent, and
+// the floor comes back once it is garbage.
+func TestALargeHeapGetsTheRuntimesPace(t *testing.T) {
+	const floor = 16 << 20
+	base := gcPercent()
+	adjusted, _ := start(t, floor)
+	big := make([]byte, 4*floor)
+	for i := range big {
+		big[i] = byte(i) // pages the heap really holds
+	}
+	if p := collect(t, adjusted); p != base {
+		t.Errorf("percent %d with %d bytes live, want the runtime's %d", p, read(liveMetric), base)
+	}
+	if goal, live := read("/gc/heap/goal:bytes"), read(liveMetric); goal < live+live*uint64(base)/100 {
+		t.Errorf("the heap goal is %d bytes with %d live, under the runtime's own", goal, live)
+	}
+	runtime.KeepAlive(big)
+	big = nil
+	if p := collect(t, adjusted); p <= base {
+		t.Errorf("percent %d once the large heap was garbage, want more than the runtime's %d", p, base)
+	}
+}
+
+// Stopping gives the runtime its own percent back, and collections after
+// it change nothing.
+func TestStopGivesThePercentBack(t *testing.T) {
+	base := gcPercent()
+	adjusted, stop := start(t, 64<<20)
+	if p := collect(t, adjusted); p == base {
+		t.Fatalf("the floor did not move the percent from %d", base)
+	}
+	stop()
+	stop() // twice is harmless
+	if got := gcPercent(); got != base {
+		t.Fatalf("percent %d after stop, want the runtime's %d", got, base)
+	}
+	// The floor's last sentinel dies in the collections below too; if its
+	// cleanup has run by the time this one has, it must have found the
+	// floor stopped.
+	done := make(chan struct{})
+	runtime.AddCleanup(new(sentinel), func(ch chan struct{}) { close(ch) }, done)
+	runtime.GC()
+	runtime.GC()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cleanup did not run within 10s of two collections")
+	}
+	if got := gcPercent(); got != base {
+		t.Errorf("percent %d after collections that followed stop, want %d", got, base)
+	}
+	if len(adjusted) > 0 {
+		t.Errorf("adjusted to %d after stop", <-adjusted)
+	}
+}
+
+// With the collector off, or a floor the runtime's own least goal covers,
+// Start leaves the percent alone.
+func TestNothingToDo(t *testing.T) {
+	base := gcPercent()
+	for _, tc := range []struct {
+		name    string
+		percent int
+		floor   uint64
+	}{
+		{"GOGC=off", -1, 64 << 20},
+		{"a floor under 4 MiB at GOGC=100", 100, 4 << 20},
+		{"a floor under 8 MiB at GOGC=200", 200, 8 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetGCPercent(tc.percent)
+			defer debug.SetGCPercent(base)
+			adjusted, stop := start(t, tc.floor)
+			stop()
+			if got := gcPercent(); got != tc.percent {
+				t.Errorf("percent %d, want %d", got, tc.percent)
+			}
+			if len(adjusted) > 0 {
+				t.Errorf("adjusted to %d", <-adjusted)
+			}
+		})
+	}
+}
+
+func TestPercentFor(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		floor         uint64
+		base          int
+		marked, roots uint64
+		want          int
+		atFloor       bool // the runtime's goal at want is the floor
+	}{
+		{"no collection yet: the runtime's least goal at the floor", 16 << 20, 100, 0, 0, 400, true},
+		{"a small heap: its goal at the floor", 64 << 20, 100, 8 << 20, 10 << 20, 560, true},
+		{"the runtime's least goal would pass the floor", 16 << 20, 100, 2 << 20, 3 << 20, 400, true},
+		{"GOGC=300 reaches no further", 16 << 20, 300, 3 << 20, 4 << 20, 325, true},
+		{"live beyond the floor", 16 << 20, 100, 20 << 20, 21 << 20, 100, false},
+		{"live at the floor", 16 << 20, 100, 16 << 20, 17 << 20, 100, false},
+		{"the runtime's own goal is further", 16 << 20, 100, 9 << 20, 10 << 20, 100, false},
+		{"GOGC=500 reaches further", 16 << 20, 500, 2 << 20, 3 << 20, 500, false},
+		{"a floor beyond 1 TiB is 1 TiB", 1 << 62, 100, 1, 1, 26214400, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := percentFor(tc.floor, tc.base, tc.marked, tc.roots)
+			if got != tc.want {
+				t.Fatalf("percentFor(%d, %d, %d, %d) = %d, want %d", tc.floor, tc.base, tc.marked, tc.roots, got, tc.want)
+			}
+			// The runtime's goal (runtime/mgcpacer.go, commit).
+			goal := max(tc.marked+tc.roots*uint64(got)/100, runtimeHeapMinimum*uint64(got)/100)
+			if floor := min(tc.floor, maxFloor); tc.atFloor && !near(goal, floor) {
+				t.Errorf("the goal at %d%% is %d, want about the floor, %d", got, goal, floor)
+			} else if !tc.atFloor && goal < floor {
+				t.Errorf("the goal at %d%% is %d, under the floor, %d", got, goal, floor)
+			}
+		})
+	}
+}
