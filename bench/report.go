@@ -215,7 +215,8 @@ func render(res results, concs []int, targets []target, ch chartSet) []byte {
 		p("(one child serves every client, so each call gets an id of the relay's own and the client's is put back); no logging,\n")
 		p("metrics, auth or limits. (A call that asks for progress gets an SSE stream, and a client that leaves a `notifications/cancelled`:\n")
 		p("the stream section measures those through it too; the echo calls here need neither.) What the gateway costs beyond it is\n")
-		p("the gateway's own; the HTTP floor leaves out the child.\n\n")
+		p("the gateway's own; the HTTP floor leaves out the child. Both floors collect garbage at the Go runtime's own pace; the gateway,\n")
+		p("as it runs by default, not before its heap reaches 16 MiB (`GATEWAY_HEAP_FLOOR_BYTES`).\n\n")
 	}
 
 	if len(res.Stdio) > 0 {
