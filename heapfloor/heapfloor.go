@@ -12,11 +12,15 @@
 // result) the runtime's own goal is above it, and the runtime's pace
 // holds.
 //
-// After each collection, a cleanup (runtime.AddCleanup) on an object
-// made for it reads what the collection found live and sets the
+// Once a collection's sweep is done, a cleanup (runtime.AddCleanup) on an
+// object made for it reads what the collection found live and sets the
 // collector's percent (debug.SetGCPercent) that puts the next goal at the
-// floor, never below the percent the runtime had. A memory limit
-// (GOMEMLIMIT) still holds: near it the collector runs, floor or not.
+// floor, never below the percent the runtime had. Until then the percent
+// the last cleanup set holds: a live heap that grows fast from small may
+// get one goal up to five times itself rather than twice (the percent is
+// at most 400 with the floor at 16 MiB), and the next cleanup brings the
+// runtime's pace back. A memory limit (GOMEMLIMIT) still holds: near it
+// the collector runs, floor or not.
 package heapfloor
 
 import (
@@ -32,13 +36,19 @@ type Options struct {
 	Floor  uint64       // the least heap goal, in bytes
 	Logger *slog.Logger // nil: slog.Default()
 
-	adjusted func(percent int) // the tests': told of each percent set, at each collection
+	// The tests': adjusted is told of each percent set, at each
+	// collection; collected, of each cleanup once it is done, the floor
+	// stopped or not.
+	adjusted  func(percent int)
+	collected func()
 }
 
 // runtimeHeapMinimum is the runtime's least goal at GOGC=100, which it
-// scales with the percent (runtime/mgcpacer.go, defaultHeapMinimum): a
-// percent above floor/runtimeHeapMinimum×100 would raise the goal past
-// the floor on its own.
+// scales with the percent (runtime/mgcpacer.go, defaultHeapMinimum; 512
+// KiB with GOEXPERIMENT=heapminimum512kib, where the goal then falls
+// short of the floor while the heap is very small): a percent above
+// floor/runtimeHeapMinimum×100 would raise the goal past the floor on its
+// own.
 const runtimeHeapMinimum = 4 << 20
 
 // maxFloor bounds the floor (1 TiB), so that the arithmetic of percentFor
@@ -55,9 +65,10 @@ const (
 )
 
 type floor struct {
-	bytes    uint64
-	base     int // the runtime's percent when Start began (GOGC, or 100)
-	adjusted func(int)
+	bytes     uint64
+	base      int // the runtime's percent when Start began (GOGC, or 100)
+	adjusted  func(int)
+	collected func()
 
 	mu      sync.Mutex // cleanups may run on several goroutines at once
 	stopped bool
@@ -76,12 +87,22 @@ func Start(opts Options) (stop func()) {
 	if opts.adjusted == nil {
 		opts.adjusted = func(int) {}
 	}
-	f := &floor{bytes: opts.Floor, adjusted: opts.adjusted, samples: []metrics.Sample{
+	if opts.collected == nil {
+		opts.collected = func() {}
+	}
+	f := &floor{bytes: opts.Floor, adjusted: opts.adjusted, collected: opts.collected, samples: []metrics.Sample{
 		{Name: gogcMetric}, {Name: liveMetric}, {Name: stackMetric}, {Name: globMetric},
 	}}
 	metrics.Read(f.samples)
 	f.base = int(int64(f.samples[0].Value.Uint64()))
-	if f.base < 0 || f.bytes <= runtimeHeapMinimum*uint64(f.base)/100 {
+	switch {
+	case f.base <= 0:
+		// Off, or collecting all the time: the operator's choice.
+		opts.Logger.Info("the heap floor is not kept: the collector's percent is the operator's", "gc_percent", f.base)
+		return func() {}
+	case f.bytes <= runtimeHeapMinimum*uint64(f.base)/100:
+		opts.Logger.Info("the heap floor is not kept: the runtime's own least goal is as high", "floor_bytes", f.bytes,
+			"least_goal_bytes", runtimeHeapMinimum*f.base/100)
 		return func() {}
 	}
 	f.set = f.base
@@ -89,7 +110,7 @@ func Start(opts Options) (stop func()) {
 	f.adjust()
 	f.mu.Unlock()
 	f.arm()
-	opts.Logger.Info("garbage is collected no sooner than the heap reaches its floor", "floor_bytes", f.bytes, "gc_percent", f.base)
+	opts.Logger.Info("the collector's heap goal is kept at the floor or above", "floor_bytes", f.bytes, "gc_percent", f.base)
 	return f.stop
 }
 
@@ -101,12 +122,13 @@ type sentinel struct{ _ *sentinel }
 // arm makes an object that the next collection finds unreachable: its
 // cleanup adjusts the percent and arms the next.
 func (f *floor) arm() {
-	runtime.AddCleanup(new(sentinel), (*floor).collected, f)
+	runtime.AddCleanup(new(sentinel), (*floor).cleanup, f)
 }
 
-func (f *floor) collected() {
+func (f *floor) cleanup() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.collected()
 	if f.stopped {
 		return
 	}
@@ -151,4 +173,5 @@ func (f *floor) stop() {
 	}
 	f.stopped = true
 	debug.SetGCPercent(f.base)
+	f.set = f.base
 }

@@ -1,8 +1,10 @@
 package heapfloor
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -12,9 +14,18 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The collector's percent is the process's: these tests run one at a time.
+// The collector's percent is the process's: these tests run one at a
+// time, and the environment must leave the collector its defaults.
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	for _, name := range []string{"GOGC", "GOMEMLIMIT"} {
+		if os.Getenv(name) != "" {
+			fmt.Printf("skipped: %s is set, and the tests need the collector's defaults\n", name)
+			os.Exit(0)
+		}
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func read(name string) uint64 {
 	s := []metrics.Sample{{Name: name}}
@@ -24,34 +35,56 @@ func read(name string) uint64 {
 
 func gcPercent() int { return int(int64(read(gogcMetric))) }
 
-// start is Start with a channel told of each percent set.
-func start(t *testing.T, floor uint64) (adjusted <-chan int, stop func()) {
+const cyclesMetric = "/gc/cycles/total:gc-cycles"
+
+// adjustment is a percent the floor set, and the collections that had
+// ended by then.
+type adjustment struct {
+	percent int
+	cycles  uint64
+}
+
+// start is Start with a channel told of each adjustment and one of each
+// cleanup.
+func start(t *testing.T, floor uint64) (adjusted <-chan adjustment, cleanups <-chan struct{}, stop func()) {
 	t.Helper()
-	ch := make(chan int, 64)
-	stop = Start(Options{Floor: floor, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), adjusted: func(p int) {
-		select {
-		case ch <- p:
-		default: // a test that stopped reading does not hold up the cleanups
-		}
-	}})
+	ch := make(chan adjustment, 64)
+	cl := make(chan struct{}, 64)
+	stop = Start(Options{Floor: floor, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		adjusted: func(p int) {
+			select {
+			case ch <- adjustment{p, read(cyclesMetric)}:
+			default: // a test that stopped reading does not hold up the cleanups
+			}
+		},
+		collected: func() {
+			select {
+			case cl <- struct{}{}:
+			default:
+			}
+		},
+	})
 	t.Cleanup(stop)
-	return ch, stop
+	return ch, cl, stop
 }
 
 // collect runs a collection and returns the percent the cleanup after it
 // set.
-func collect(t *testing.T, adjusted <-chan int) int {
+func collect(t *testing.T, adjusted <-chan adjustment) int {
 	t.Helper()
-	for len(adjusted) > 0 {
-		<-adjusted
-	}
+	before := read(cyclesMetric)
 	runtime.GC()
-	select {
-	case p := <-adjusted:
-		return p
-	case <-time.After(10 * time.Second):
-		t.Fatal("no adjustment within 10s of a collection")
-		return 0
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case a := <-adjusted:
+			if a.cycles > before {
+				return a.percent
+			}
+		case <-deadline:
+			t.Fatal("no adjustment within 10s of a collection")
+			return 0
+		}
 	}
 }
 
@@ -68,7 +101,7 @@ func TestTheGoalIsTheFloorWhileTheHeapIsSmall(t *testing.T) {
 		t.Skipf("the test's heap is %d bytes already", live)
 	}
 	base := gcPercent()
-	adjusted, _ := start(t, floor)
+	adjusted, _, _ := start(t, floor)
 	for range 3 {
 		p := collect(t, adjusted)
 		if p <= base {
@@ -88,7 +121,7 @@ func TestTheGoalIsTheFloorWhileTheHeapIsSmall(t *testing.T) {
 func TestALargeHeapGetsTheRuntimesPace(t *testing.T) {
 	const floor = 16 << 20
 	base := gcPercent()
-	adjusted, _ := start(t, floor)
+	adjusted, _, _ := start(t, floor)
 	big := make([]byte, 4*floor)
 	for i := range big {
 		big[i] = byte(i) // pages the heap really holds
@@ -106,36 +139,49 @@ func TestALargeHeapGetsTheRuntimesPace(t *testing.T) {
 	}
 }
 
-// Stopping gives the runtime its own percent back, and collections after
-// it change nothing.
+// Stopping gives the runtime its own percent back, and the cleanup after
+// it changes nothing and arms no other.
 func TestStopGivesThePercentBack(t *testing.T) {
 	base := gcPercent()
-	adjusted, stop := start(t, 64<<20)
+	adjusted, cleanups, stop := start(t, 64<<20)
 	if p := collect(t, adjusted); p == base {
 		t.Fatalf("the floor did not move the percent from %d", base)
+	}
+	for len(cleanups) > 0 {
+		<-cleanups
 	}
 	stop()
 	stop() // twice is harmless
 	if got := gcPercent(); got != base {
 		t.Fatalf("percent %d after stop, want the runtime's %d", got, base)
 	}
-	// The floor's last sentinel dies in the collections below too; if its
-	// cleanup has run by the time this one has, it must have found the
-	// floor stopped.
+	// One sentinel is armed at a time: the next cleanup is the last.
+	runtime.GC()
+	select {
+	case <-cleanups:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the floor's cleanup did not run within 10s of a collection")
+	}
+	if got := gcPercent(); got != base {
+		t.Errorf("percent %d after the cleanup that followed stop, want %d", got, base)
+	}
+	if len(adjusted) > 0 {
+		t.Errorf("adjusted to %d after stop", (<-adjusted).percent)
+	}
+	runtime.GC()
+	runtime.GC()
+	// A cleanup armed after these collections runs after any the floor
+	// would have armed before them.
 	done := make(chan struct{})
 	runtime.AddCleanup(new(sentinel), func(ch chan struct{}) { close(ch) }, done)
-	runtime.GC()
 	runtime.GC()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("a cleanup did not run within 10s of two collections")
+		t.Fatal("a cleanup did not run within 10s of a collection")
 	}
-	if got := gcPercent(); got != base {
-		t.Errorf("percent %d after collections that followed stop, want %d", got, base)
-	}
-	if len(adjusted) > 0 {
-		t.Errorf("adjusted to %d after stop", <-adjusted)
+	if len(cleanups) > 0 {
+		t.Error("the floor armed another cleanup after stop")
 	}
 }
 
@@ -149,19 +195,20 @@ func TestNothingToDo(t *testing.T) {
 		floor   uint64
 	}{
 		{"GOGC=off", -1, 64 << 20},
+		{"GOGC=0", 0, 64 << 20},
 		{"a floor under 4 MiB at GOGC=100", 100, 4 << 20},
 		{"a floor under 8 MiB at GOGC=200", 200, 8 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			debug.SetGCPercent(tc.percent)
 			defer debug.SetGCPercent(base)
-			adjusted, stop := start(t, tc.floor)
+			adjusted, _, stop := start(t, tc.floor)
 			stop()
 			if got := gcPercent(); got != tc.percent {
 				t.Errorf("percent %d, want %d", got, tc.percent)
 			}
 			if len(adjusted) > 0 {
-				t.Errorf("adjusted to %d", <-adjusted)
+				t.Errorf("adjusted to %d", (<-adjusted).percent)
 			}
 		})
 	}
