@@ -70,7 +70,7 @@ type floor struct {
 	adjusted  func(int)
 	collected func()
 
-	mu      sync.Mutex // cleanups may run on several goroutines at once
+	mu      sync.Mutex // a cleanup runs on a goroutine of the runtime's, beside stop
 	stopped bool
 	set     int // the percent set last
 	samples []metrics.Sample
@@ -78,8 +78,8 @@ type floor struct {
 
 // Start keeps the collector's heap goal at opts.Floor or above, until the
 // func it returns is called, which gives the runtime its own percent back.
-// It does nothing when the collector is off (GOGC=off) or the floor is
-// under the runtime's own least goal.
+// It does nothing when the collector is off or always on (GOGC=off, 0),
+// or when the runtime's own least goal is as high as the floor.
 func Start(opts Options) (stop func()) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
