@@ -7,7 +7,8 @@ import (
 
 // The gateway keeps a floor under the heap's goal by default: its
 // collector's percent is raised above the runtime's 100 while the heap is
-// small, and left alone with GATEWAY_HEAP_FLOOR_BYTES=0 or GOGC set.
+// small, and left alone with GATEWAY_HEAP_FLOOR_BYTES=0, with GOGC set, or
+// with a floor the runtime's own least goal covers.
 func TestHeapFloor(t *testing.T) {
 	t.Parallel()
 	if os.Getenv("GOGC") != "" {
