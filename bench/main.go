@@ -39,6 +39,8 @@ func subcommand(args []string) (ok bool, err error) {
 		return true, serveHopsRelay(args[2:])
 	case "hops-writer":
 		return true, serveHopsWriter(args[2:])
+	case "spin":
+		return true, serveSpin(args[2:])
 	}
 	return false, nil
 }
@@ -335,6 +337,12 @@ func measureStreams(ctx context.Context, gw, self string, targets []target, o op
 				return nil, fmt.Errorf("the bare hops: %w", err)
 			}
 			res.Hops = append(res.Hops, h)
+			log.Printf("the progress relay with the CPUs kept awake, run %d of %d", run+1, o.runs)
+			a, err := measureAwake(ctx, gw, self, o.sizes, &ids)
+			if err != nil {
+				return nil, fmt.Errorf("the CPUs kept awake: %w", err)
+			}
+			res.Awake = append(res.Awake, a)
 		}
 		for _, t := range targets {
 			if t.name == "gateway" || t.name == floorName || t.name == relayName || !selected(o.only, t.name) {

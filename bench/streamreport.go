@@ -170,6 +170,16 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 			}
 			p("\n")
 		}
+		if len(s.Awake) > 0 {
+			g := medianPair(s.Awake, func(a awakeRun) latencySet { return a.Gateway })
+			fl := medianPair(s.Awake, func(a awakeRun) latencySet { return a.Floor })
+			h := medianPair(s.Awake, func(a awakeRun) latencySet { return a.Hops })
+			p("**The same stream with no CPU idle** (`bench/awake.go`), %d runs. Between two events every process on the path sleeps,\n", len(s.Awake))
+			p("and so do the CPUs; on a virtual machine an idle CPU halts, and waking it is the host's work, once for the relay when\n")
+			p("the child writes and once for the client when the relay writes. Here one process per CPU spins at `SCHED_IDLE` (it runs\n")
+			p("only when nothing else wants that CPU), so that none halts: the gateway's p50 %s, p99 %s; the stdio relay floor's\n", round(g[0]), round(g[1]))
+			p("p50 %s, p99 %s; the bare hops' p50 %s, p99 %s. What the table's figures add to these is what waking idle CPUs costs on this host.\n\n", round(fl[0]), round(fl[1]), round(h[0]), round(h[1]))
+		}
 
 		c := x.conc
 		p("**%d concurrent progress streams.** Each call is held after its first event until all %d are open, then released at\n", c.Streams, c.Streams)

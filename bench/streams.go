@@ -47,6 +47,7 @@ type streamResults struct {
 	Runs     []streamRun
 	Floor    []streamLatencies          `json:",omitempty"` // the stdio relay floor's, each run
 	Hops     []latencySet               `json:",omitempty"` // the bare hops' progress relay (hops.go), each run
+	Awake    []awakeRun                 `json:",omitempty"` // the progress relay with no CPU idle (awake.go), each run
 	Peers    map[string][]peerStreamRun `json:",omitempty"`
 }
 
