@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -460,8 +461,31 @@ func versions(ctx context.Context, node, gw string) map[string]string {
 	if out, err := exec.CommandContext(ctx, "go", "version").Output(); err == nil {
 		v["go"] = strings.TrimPrefix(strings.TrimSpace(string(out)), "go version ")
 	}
-	if out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output(); err == nil {
-		v["gateway"] = strings.TrimSpace(string(out))
+	if g := gitVersion(ctx, "."); g != "" {
+		v["gateway"] = g
+	}
+	return v
+}
+
+// gitVersion describes the commit checked out in dir, with "-dirty" when a
+// tracked file differs from it, as git describe --dirty would, but not for
+// what the suite itself writes: a report or charts left by an earlier run
+// are not the code measured. Empty: not a git checkout.
+func gitVersion(ctx context.Context, dir string) string {
+	git := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = dir
+		return cmd.Output()
+	}
+	out, err := git("describe", "--always")
+	if err != nil {
+		return ""
+	}
+	v := strings.TrimSpace(string(out))
+	changed, err := git("status", "--porcelain", "--untracked-files=no", "--", ":(top)",
+		":(top,exclude)BENCHMARKS.md", ":(top,exclude)bench/charts", ":(top,exclude)bench/profiles")
+	if err != nil || len(bytes.TrimSpace(changed)) > 0 {
+		v += "-dirty"
 	}
 	return v
 }

@@ -166,3 +166,57 @@ func TestSelected(t *testing.T) {
 		}
 	}
 }
+
+// The version is dirty for a changed tracked file, not for what the suite
+// writes (the report, its charts and profiles) nor for an untracked file.
+func TestGitVersion(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed:", err)
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	write := func(name, text string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"BENCHMARKS.md", "bench/charts/a.png", "bench/profiles/cpu.pb.gz", "bench/main.go", "main.go"} {
+		write(f, "1")
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-qm", "one")
+	ctx := context.Background()
+	clean := gitVersion(ctx, filepath.Join(dir, "bench"))
+	if clean == "" || strings.HasSuffix(clean, "-dirty") {
+		t.Fatalf("a clean checkout: %q", clean)
+	}
+	for _, f := range []string{"BENCHMARKS.md", "bench/charts/a.png", "bench/profiles/cpu.pb.gz", "bench/charts/new.png", "untracked.go"} {
+		write(f, "2")
+	}
+	if v := gitVersion(ctx, filepath.Join(dir, "bench")); v != clean {
+		t.Errorf("with the suite's outputs changed: %q, want %q", v, clean)
+	}
+	for _, f := range []string{"bench/main.go", "main.go"} {
+		write(f, "2")
+		if v := gitVersion(ctx, filepath.Join(dir, "bench")); v != clean+"-dirty" {
+			t.Errorf("with %s changed: %q, want %q", f, v, clean+"-dirty")
+		}
+		git("checkout", "-q", "--", f)
+	}
+	if v := gitVersion(ctx, t.TempDir()); v != "" {
+		t.Errorf("outside a checkout: %q", v)
+	}
+}
