@@ -42,8 +42,12 @@ func TestSuiteRuns(t *testing.T) {
 		scale: true, bigSize: 1 << 20, bigCalls: 1, bigTimeout: time.Minute, workers: "1,2", spin: 2 * time.Millisecond, pprof: filepath.Join(dir, "pprof")}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	spinning := len(spinnerPids(t))
 	if err := run(ctx, o); err != nil {
 		t.Fatal(err)
+	}
+	if n := len(spinnerPids(t)); n != spinning {
+		t.Errorf("%d spinners running after the suite, %d before", n, spinning)
 	}
 	report, err := os.ReadFile(o.out)
 	if err != nil {
@@ -51,7 +55,7 @@ func TestSuiteRuns(t *testing.T) {
 	}
 	for _, want := range []string{"| gateway | 1 |", "| gateway | 64 |", "| " + floorName + " | 64 |", "| " + relayName + " | 1 |", "## The child alone over stdio",
 		"| CPU per call, c=64", "| p50, c=1 | ", "The stdio relay floor (`bench relay`",
-		"µs | HTTP floor ", "µs | stdio relay floor ", "| calls/s, c=64 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies", "The bare hops (`bench/hops.go`)", "**The same stream with no CPU idle** (`bench/awake.go`), 1 runs.",
+		"µs | HTTP floor ", "µs | stdio relay floor ", "| calls/s, c=64 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies", "The bare hops (`bench/hops.go`)", "**The same stream with the CPUs kept busy** (`bench/awake.go`), 1 run.",
 		"## A 1 MiB result", "## GATEWAY_WORKERS with a CPU-bound child", "## Where the gateway's CPU and allocations go (pprof)", "/big-memory.png)", "/workers.png)"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("the report has no %q:\n%s", want, report)
@@ -73,7 +77,8 @@ func TestSuiteRuns(t *testing.T) {
 	}
 	if res.Streams == nil || len(res.Streams.Runs) != 1 || res.Streams.Runs[0].Concurrent.Events != 40 || res.Streams.Runs[0].Idle.Cancellations != 10 ||
 		len(res.Streams.Hops) != 1 || res.Streams.Hops[0].N != 6 ||
-		len(res.Streams.Awake) != 1 || res.Streams.Awake[0].Gateway.N != 6 || res.Streams.Awake[0].Floor.N != 6 || res.Streams.Awake[0].Hops.N != 6 {
+		len(res.Streams.Awake) != 1 || res.Streams.Awake[0].Gateway.N != 6 || res.Streams.Awake[0].Floor.N != 6 || res.Streams.Awake[0].Hops.N != 6 ||
+		res.Streams.Awake[0].Idle < 0 || res.Streams.Awake[0].Idle >= 1 {
 		t.Errorf("streams: %+v", res.Streams)
 	}
 	for _, png := range []string{"throughput.png", "latency.png", "cpu.png", "memory.png", "streams.png"} {

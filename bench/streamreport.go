@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -150,14 +151,14 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 		p("| progress relay, %d streams at once (%d events each, every %d ms) | %s | %s | %d | | | | |\n\n",
 			sz.Load, sz.Steps, sz.Every, round(x.relayLoaded[0]), round(x.relayLoaded[1]), x.conc.Relay.N)
 		if f.runs > 0 {
-			p("The stdio relay floor (`bench relay`, the same as in the echo tables) fronts the same probe, %d runs, each workload on a relay\n", f.runs)
+			p("The stdio relay floor (`bench relay`, the same as in the echo tables) fronts the same probe, %s, each workload on a relay\n", runsOf(f.runs))
 			p("of its own: it answers a call that carries a `progressToken` with an SSE stream, each of the child's progress notifications for it\n")
 			p("an event flushed at once, and writes `notifications/cancelled` when a client leaves; nothing else. Its figures are what\n")
 			p("these stream latencies come to on this machine with no gateway work at all: two processes woken one after the other.\n\n")
 		}
 		if len(s.Hops) > 0 {
 			h := medianPair(s.Hops, func(l latencySet) latencySet { return l })
-			p("The bare hops (`bench/hops.go`), %d runs, %d events each: a Go child writes its stamp to its stdout every %d ms, a Go\n", len(s.Hops), s.Hops[0].N, sz.RelayEvery)
+			p("The bare hops (`bench/hops.go`), %s, %d events each: a Go child writes its stamp to its stdout every %d ms, a Go\n", runsOf(len(s.Hops)), s.Hops[0].N, sz.RelayEvery)
 			p("process copies what the pipe gives to a TCP connection at once (no HTTP, nothing parsed, one goroutine), and the\n")
 			p("client stamps each line as it reads it: p50 %s, p99 %s. That is what the progress relay's two wake-ups alone cost on\n", round(h[0]), round(h[1]))
 			p("this machine; the gateway and the relay floor also hand each event from the goroutine that reads the child to the stream's own.\n")
@@ -171,14 +172,7 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 			p("\n")
 		}
 		if len(s.Awake) > 0 {
-			g := medianPair(s.Awake, func(a awakeRun) latencySet { return a.Gateway })
-			fl := medianPair(s.Awake, func(a awakeRun) latencySet { return a.Floor })
-			h := medianPair(s.Awake, func(a awakeRun) latencySet { return a.Hops })
-			p("**The same stream with no CPU idle** (`bench/awake.go`), %d runs. Between two events every process on the path sleeps,\n", len(s.Awake))
-			p("and so do the CPUs; on a virtual machine an idle CPU halts, and waking it is the host's work, once for the relay when\n")
-			p("the child writes and once for the client when the relay writes. Here one process per CPU spins at `SCHED_IDLE` (it runs\n")
-			p("only when nothing else wants that CPU), so that none halts: the gateway's p50 %s, p99 %s; the stdio relay floor's\n", round(g[0]), round(g[1]))
-			p("p50 %s, p99 %s; the bare hops' p50 %s, p99 %s. What the table's figures add to these is what waking idle CPUs costs on this host.\n\n", round(fl[0]), round(fl[1]), round(h[0]), round(h[1]))
+			renderAwake(p, s, x, f)
 		}
 
 		c := x.conc
@@ -339,4 +333,43 @@ func drawStreamChart(dir, rel string, s *streamResults) (string, error) {
 		return "", fmt.Errorf("streams.png: %w", err)
 	}
 	return fmt.Sprintf("![%s](%s/streams.png)\n\n", title, rel), nil
+}
+
+// renderAwake says what the progress relay came to with the CPUs kept
+// busy (awake.go), beside the figures with idle CPUs.
+func renderAwake(p func(string, ...any), s *streamResults, x streamSummary, f floorSummary) {
+	g := medianPair(s.Awake, func(a awakeRun) latencySet { return a.Gateway })
+	fl := medianPair(s.Awake, func(a awakeRun) latencySet { return a.Floor })
+	h := medianPair(s.Awake, func(a awakeRun) latencySet { return a.Hops })
+	idle := make([]float64, len(s.Awake))
+	for i, a := range s.Awake {
+		idle[i] = a.Idle
+	}
+	slices.Sort(idle)
+	p("**The same stream with the CPUs kept busy** (`bench/awake.go`), %s. Between two events every process on the path sleeps,\n", runsOf(len(s.Awake)))
+	p("and the CPUs with them: an idle CPU halts, and on a virtual machine waking it takes the guest and the host a while. Here\n")
+	p("each CPU gets a process of its own spinning at `SCHED_IDLE` (the kernel's least fair-share policy: it gives way at once to\n")
+	p("any other process that wakes there); the CPUs were idle %.1f %% of the time meanwhile (`/proc/stat`, the median run).\n\n", 100*idle[len(idle)/2])
+	p("| through | p50 | p99 | p50 with idle CPUs (the table above) |\n| --- | --- | --- | --- |\n")
+	p("| the gateway | %s | %s | %s |\n", round(g[0]), round(g[1]), round(x.relayAlone[0]))
+	if f.runs > 0 {
+		p("| %s | %s | %s | %s |\n", relayName, round(fl[0]), round(fl[1]), round(f.relayAlone[0]))
+	} else {
+		p("| %s | %s | %s | |\n", relayName, round(fl[0]), round(fl[1]))
+	}
+	if len(s.Hops) > 0 {
+		p("| the bare hops | %s | %s | %s |\n\n", round(h[0]), round(h[1]), round(medianPair(s.Hops, func(l latencySet) latencySet { return l })[0]))
+	} else {
+		p("| the bare hops | %s | %s | |\n\n", round(h[0]), round(h[1]))
+	}
+	p("The difference between the two p50s is roughly what idle CPUs cost the relay here, less what preempting a spinner costs.\n")
+	p("Both were measured in the same runs, at different moments of them: a difference within their spread tells nothing.\n\n")
+}
+
+// runsOf is "1 run" or "N runs".
+func runsOf(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return strconv.Itoa(n) + " runs"
 }

@@ -291,13 +291,21 @@ func TestStreamReport(t *testing.T) {
 		{CancelAlone: latencySet{N: 3, P50: 90 * time.Microsecond, P99: 300 * time.Microsecond}, RelayAlone: latencySet{N: 3, P50: 250 * time.Microsecond, P99: time.Millisecond}},
 		{CancelAlone: latencySet{N: 3, P50: 70 * time.Microsecond, P99: 100 * time.Microsecond}, RelayAlone: latencySet{N: 3, P50: 270 * time.Microsecond, P99: 2 * time.Millisecond}},
 		{CancelAlone: latencySet{N: 3, P50: 80 * time.Microsecond, P99: 200 * time.Microsecond}, RelayAlone: latencySet{N: 3, P50: 230 * time.Microsecond, P99: 3 * time.Millisecond}},
-	}, Peers: map[string][]peerStreamRun{"p": {{Cancels: 1, NotCancelled: 1}}}}
+	}, Peers: map[string][]peerStreamRun{"p": {{Cancels: 1, NotCancelled: 1}}},
+		Hops: []latencySet{{N: 3, P50: 200 * time.Microsecond, P99: 900 * time.Microsecond}},
+		Awake: []awakeRun{
+			{Gateway: latencySet{P50: 150 * time.Microsecond, P99: time.Millisecond}, Floor: latencySet{P50: 140 * time.Microsecond, P99: 2 * time.Millisecond}, Hops: latencySet{P50: 120 * time.Microsecond, P99: 700 * time.Microsecond}, Idle: 0.02},
+			{Gateway: latencySet{P50: 160 * time.Microsecond, P99: time.Millisecond}, Floor: latencySet{P50: 130 * time.Microsecond, P99: 2 * time.Millisecond}, Hops: latencySet{P50: 110 * time.Microsecond, P99: 700 * time.Microsecond}, Idle: 0.01},
+			{Gateway: latencySet{P50: 170 * time.Microsecond, P99: time.Millisecond}, Floor: latencySet{P50: 135 * time.Microsecond, P99: 2 * time.Millisecond}, Hops: latencySet{P50: 115 * time.Microsecond, P99: 700 * time.Microsecond}, Idle: 0.03},
+		}}
 	var b bytes.Buffer
 	renderStreams(&b, s, "CHART\n\n")
 	out := b.String()
 	for _, want := range []string{"CHART", "| 400 µs | 3.00 ms | 3 | p50 ≤ 0.5 ms | met | 80 µs | 200 µs |", "| p50 ≤ 0.3 ms | **missed** | 250 µs | 2.00 ms |",
 		"| 299 of 300 | 1 | 0 | 0 | 1 |", "| 30.0 KiB | < 20 KiB | **missed** |", "| p | not relayed | – | – | no cancellation within 1s |",
-		"`GATEWAY_MAX_IN_FLIGHT=" + strconv.Itoa(100+64) + "`"} {
+		"`GATEWAY_MAX_IN_FLIGHT=" + strconv.Itoa(100+64) + "`", "The bare hops (`bench/hops.go`), 1 run, 3 events each",
+		"(`bench/awake.go`), 3 runs.", "the CPUs were idle 2.0 % of the time meanwhile",
+		"| the gateway | 160 µs | 1.00 ms | 310 µs |\n| " + relayName + " | 135 µs | 2.00 ms | 250 µs |\n| the bare hops | 115 µs | 700 µs | 200 µs |\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report has no %q:\n%s", want, out)
 		}
