@@ -338,10 +338,10 @@ func measureStreams(ctx context.Context, gw, self string, targets []target, o op
 				return nil, fmt.Errorf("the bare hops: %w", err)
 			}
 			res.Hops = append(res.Hops, h)
-			log.Printf("the progress relay with the CPUs kept awake, run %d of %d", run+1, o.runs)
+			log.Printf("the progress relay with the CPUs kept busy, run %d of %d", run+1, o.runs)
 			a, err := measureAwake(ctx, gw, self, o.sizes, &ids)
 			if err != nil {
-				return nil, fmt.Errorf("the CPUs kept awake: %w", err)
+				return nil, fmt.Errorf("the CPUs kept busy: %w", err)
 			}
 			res.Awake = append(res.Awake, a)
 		}

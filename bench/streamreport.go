@@ -171,7 +171,8 @@ func renderStreams(b *bytes.Buffer, s *streamResults, chart string) {
 			}
 			p("\n")
 		}
-		if len(s.Awake) > 0 {
+		if len(s.Awake) > 0 && f.runs > 0 && len(s.Hops) > 0 {
+			// Measured with the floor and the hops, each run.
 			renderAwake(p, s, x, f)
 		}
 
@@ -352,16 +353,8 @@ func renderAwake(p func(string, ...any), s *streamResults, x streamSummary, f fl
 	p("any other process that wakes there); the CPUs were idle %.1f %% of the time meanwhile (`/proc/stat`, the median run).\n\n", 100*idle[len(idle)/2])
 	p("| through | p50 | p99 | p50 with idle CPUs (the table above) |\n| --- | --- | --- | --- |\n")
 	p("| the gateway | %s | %s | %s |\n", round(g[0]), round(g[1]), round(x.relayAlone[0]))
-	if f.runs > 0 {
-		p("| %s | %s | %s | %s |\n", relayName, round(fl[0]), round(fl[1]), round(f.relayAlone[0]))
-	} else {
-		p("| %s | %s | %s | |\n", relayName, round(fl[0]), round(fl[1]))
-	}
-	if len(s.Hops) > 0 {
-		p("| the bare hops | %s | %s | %s |\n\n", round(h[0]), round(h[1]), round(medianPair(s.Hops, func(l latencySet) latencySet { return l })[0]))
-	} else {
-		p("| the bare hops | %s | %s | |\n\n", round(h[0]), round(h[1]))
-	}
+	p("| %s | %s | %s | %s |\n", relayName, round(fl[0]), round(fl[1]), round(f.relayAlone[0]))
+	p("| the bare hops | %s | %s | %s |\n\n", round(h[0]), round(h[1]), round(medianPair(s.Hops, func(l latencySet) latencySet { return l })[0]))
 	p("The difference between the two p50s is roughly what idle CPUs cost the relay here, less what preempting a spinner costs.\n")
 	p("Both were measured in the same runs, at different moments of them: a difference within their spread tells nothing.\n\n")
 }
