@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -100,33 +99,6 @@ func measureAwake(ctx context.Context, gw, self string, sz streamSizes, ids *tag
 		return awakeRun{}, err
 	}
 	return run, nil
-}
-
-// cpuTicks reads the time all CPUs spent idle (iowait included), and in
-// all, since boot, in clock ticks: /proc/stat's first line.
-func cpuTicks() (idle, total uint64, err error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat begins %q", line)
-	}
-	// user nice system idle iowait irq softirq steal; guest time is in
-	// user's already.
-	for i, s := range f[1:9] {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat begins %q: %w", line, err)
-		}
-		total += n
-		if i == 3 || i == 4 {
-			idle += n
-		}
-	}
-	return idle, total, nil
 }
 
 // allowedCPUs are the CPUs this process may run on, and so its children.

@@ -346,11 +346,10 @@ func renderAwake(p func(string, ...any), s *streamResults, x streamSummary, f fl
 	for i, a := range s.Awake {
 		idle[i] = a.Idle
 	}
-	slices.Sort(idle)
 	p("**The same stream with the CPUs kept busy** (`bench/awake.go`), %s. Between two events every process on the path sleeps,\n", runsOf(len(s.Awake)))
 	p("and the CPUs with them: an idle CPU halts, and on a virtual machine waking it takes the guest and the host a while. Here\n")
 	p("each CPU gets a process of its own spinning at `SCHED_IDLE` (the kernel's least fair-share policy: it gives way at once to\n")
-	p("any other process that wakes there); the CPUs were idle %.1f %% of the time meanwhile (`/proc/stat`, the median run).\n\n", 100*idle[len(idle)/2])
+	p("any other process that wakes there); the CPUs were idle %.1f %% of the time meanwhile (`/proc/stat`, the median run).\n\n", 100*median(idle))
 	p("| through | p50 | p99 | p50 with idle CPUs (the table above) |\n| --- | --- | --- | --- |\n")
 	p("| the gateway | %s | %s | %s |\n", round(g[0]), round(g[1]), round(x.relayAlone[0]))
 	p("| %s | %s | %s | %s |\n", relayName, round(fl[0]), round(fl[1]), round(f.relayAlone[0]))

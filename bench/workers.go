@@ -104,31 +104,37 @@ func ownedCPU(tree *procTree) (cpuReading, error) {
 	return r, err
 }
 
-// machineBusy is the CPU seconds all cores have spent not idle since boot,
-// from the first line of /proc/stat (user nice system idle iowait irq
-// softirq steal ..., in clock ticks).
+// machineBusy is the CPU seconds all cores have spent not idle since boot.
 func machineBusy() (float64, error) {
+	idle, total, err := cpuTicks()
+	return float64(total-idle) / clockTicks, err
+}
+
+// cpuTicks reads the time all CPUs spent idle (iowait included), and in
+// all, since boot, in clock ticks: /proc/stat's first line.
+func cpuTicks() (idle, total uint64, err error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0, fmt.Errorf("/proc/stat starts with %q", line)
+		return 0, 0, fmt.Errorf("/proc/stat begins %q", line)
 	}
-	busy := 0.0
-	for i, v := range f[1:9] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
-		}
-		n, err := strconv.ParseFloat(v, 64)
+	// user nice system idle iowait irq softirq steal; guest time is in
+	// user's already.
+	for i, s := range f[1:9] {
+		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/stat: %w", err)
+			return 0, 0, fmt.Errorf("/proc/stat begins %q: %w", line, err)
 		}
-		busy += n
+		total += n
+		if i == 3 || i == 4 {
+			idle += n
+		}
 	}
-	return busy / clockTicks, nil
+	return idle, total, nil
 }
 
 // workersSummary is the median of the runs with one worker count.
