@@ -32,8 +32,11 @@ func TestOneLinePerCallAtInfo(t *testing.T) {
 	if resp := post(t, srv+"/mcp", "application/json", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo"}}`); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("without credentials: status %d", resp.StatusCode)
 	}
+	text := logs.waitFor(t, func(text string) bool {
+		return strings.Contains(text, `"msg":"audit"`) && strings.Contains(text, `"msg":"http request"`)
+	})
 	var audits, access []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("log line %q: %v", line, err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stdiomcp/gateway/auth"
@@ -27,13 +28,18 @@ const (
 
 // syncBuffer is a log sink that the handlers and the test share.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu   sync.Mutex
+	b    bytes.Buffer
+	grew chan struct{} // closed by the next write, for waitFor
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.grew != nil {
+		close(s.grew)
+		s.grew = nil
+	}
 	return s.b.Write(p)
 }
 
@@ -41,6 +47,31 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// waitFor returns the log once done holds for it. A call's lines are
+// written after its answer has left, so a client that has read the answer
+// may be ahead of them.
+func (s *syncBuffer) waitFor(t *testing.T, done func(log string) bool) string {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		s.mu.Lock()
+		text := s.b.String()
+		if s.grew == nil {
+			s.grew = make(chan struct{})
+		}
+		grew := s.grew
+		s.mu.Unlock()
+		if done(text) {
+			return text
+		}
+		select {
+		case <-grew:
+		case <-deadline:
+			t.Fatalf("the log never got there:\n%s", text)
+		}
+	}
 }
 
 // guarded is a server whose callers are ci (echo, demo://a*, no prompts)
@@ -187,27 +218,26 @@ func TestPolicy(t *testing.T) {
 		t.Errorf("admin: status %d", resp.StatusCode)
 	}
 
-	text := logs.String()
+	var denied, ok, admin bool
+	text := logs.waitFor(t, func(text string) bool {
+		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] != "audit" {
+				continue
+			}
+			switch {
+			case rec["who"] == "token:ci" && rec["tool"] == "add" && rec["outcome"] == "denied" && rec["status"] == 403.0:
+				denied = true
+			case rec["who"] == "token:ci" && rec["tool"] == "echo" && rec["outcome"] == "ok" && rec["bytes_out"].(float64) > 0:
+				ok = true
+			case rec["who"] == "token:admin" && rec["tool"] == "add" && rec["outcome"] == "ok":
+				admin = true
+			}
+		}
+		return denied && ok && admin
+	})
 	if strings.Contains(text, ciToken) || strings.Contains(text, adminToken) {
 		t.Errorf("a token reached the log:\n%s", text)
-	}
-	var denied, ok, admin bool
-	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] != "audit" {
-			continue
-		}
-		switch {
-		case rec["who"] == "token:ci" && rec["tool"] == "add" && rec["outcome"] == "denied" && rec["status"] == 403.0:
-			denied = true
-		case rec["who"] == "token:ci" && rec["tool"] == "echo" && rec["outcome"] == "ok" && rec["bytes_out"].(float64) > 0:
-			ok = true
-		case rec["who"] == "token:admin" && rec["tool"] == "add" && rec["outcome"] == "ok":
-			admin = true
-		}
-	}
-	if !denied || !ok || !admin {
-		t.Errorf("audit lines missing (denied %v, ok %v, admin %v):\n%s", denied, ok, admin, text)
 	}
 }
 

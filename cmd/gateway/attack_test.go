@@ -500,7 +500,9 @@ func TestAttackPolicy(t *testing.T) {
 				t.Errorf("audit line of a %s call: %v", c.outcome, rec)
 			}
 		}
-		if rec := g.Logs.Find(func(r logRecord) bool { return r["msg"] == "audit" && r["resource"] == "test://static-text" }); len(rec) != 1 || rec[0]["outcome"] != "denied" {
+		readOf := func(r logRecord) bool { return r["msg"] == "audit" && r["resource"] == "test://static-text" }
+		g.Logs.Wait(t, readOf)
+		if rec := g.Logs.Find(readOf); len(rec) != 1 || rec[0]["outcome"] != "denied" {
 			t.Errorf("audit lines of the denied resources/read: %v", rec)
 		}
 	})
