@@ -16,16 +16,19 @@ var (
 	oneLong = tick{woken: 250, held: 1, long: 1} // with many threads, one long wait: not quiet
 )
 
+// on is t in a tick whose spare CPU was as given.
+func on(t tick, cpu spareCPU) tick {
+	t.cpu = cpu
+	return t
+}
+
 // run feeds the policy ticks 50ms apart from start and returns the moves
 // it made, as "tick:move".
 func run(p *policy, start time.Time, ticks ...tick) []string {
 	var moves []string
 	for i, t := range ticks {
-		switch p.observe(start.Add(time.Duration(i+1)*50*time.Millisecond), t) {
-		case toOne:
-			moves = append(moves, fmt.Sprintf("%d:one", i))
-		case toMany:
-			moves = append(moves, fmt.Sprintf("%d:many", i))
+		if m := p.observe(start.Add(time.Duration(i+1)*50*time.Millisecond), t); m != stay {
+			moves = append(moves, fmt.Sprintf("%d:%v", i, m))
 		}
 	}
 	return moves
@@ -116,6 +119,52 @@ func TestPolicySeesGoroutinesThatHoldTheThread(t *testing.T) {
 	}
 	ticks = append(ticks, repeat(light, 11)...) // quiet from tick 97: one at 107
 	if got, want := fmt.Sprint(run(p, time.Unix(0, 0), ticks...)), "[6:many 107:one]"; got != want {
+		t.Errorf("moves %s, want %s", got, want)
+	}
+}
+
+// While no CPU is spare, goroutines that wait on one thread are kept
+// there: a second thread would find no CPU to run on. Unread, the CPUs
+// are read the next tick before anything moves.
+func TestPolicyKeepsOneThreadWhenNoCPUIsSpare(t *testing.T) {
+	t.Parallel()
+	p := newTestPolicy()
+	ticks := append(repeat(on(crowded, busy), 3), on(hogged, busy), on(crowded, unread), on(light, busy))
+	ticks = append(ticks, on(crowded, spare)) // 6: many
+	if got, want := fmt.Sprint(run(p, time.Unix(0, 0), ticks...)), "[0:kept 1:kept 2:kept 3:kept 6:many]"; got != want {
+		t.Errorf("moves %s, want %s", got, want)
+	}
+}
+
+// With many threads, once no CPU has been spare for the settle time, one
+// thread is tried even though goroutines still wait; if a CPU is spare
+// again at once, many come back and the next try waits twice as long.
+func TestPolicyLeavesManyWhenNoCPUIsSpare(t *testing.T) {
+	t.Parallel()
+	p := newTestPolicy()
+	ticks := []tick{crowded}                                // 0: many
+	ticks = append(ticks, repeat(on(crowded, busy), 5)...)  // 1-5
+	ticks = append(ticks, crowded)                          // a CPU spare: the count starts again
+	ticks = append(ticks, repeat(on(crowded, busy), 11)...) // 7-17: busy from 7, 500ms later is 17
+	ticks = append(ticks, on(crowded, busy), crowded)       // 18 kept, 19: many, too soon
+	ticks = append(ticks, repeat(on(crowded, busy), 21)...) // 20-40: the next try after 1s, at 40
+	if got, want := fmt.Sprint(run(p, time.Unix(0, 0), ticks...)), "[0:many 17:one-busy 18:kept 19:many 40:one-busy]"; got != want {
+		t.Errorf("moves %s, want %s", got, want)
+	}
+}
+
+// Goroutines ready to run by the hundred take many threads, spare CPU or
+// not, and keep them.
+func TestPolicyTakesManyForADeepQueue(t *testing.T) {
+	t.Parallel()
+	p := newTestPolicy()
+	deep := on(tick{woken: 100, held: 1, runnable: deepQueue}, busy)
+	ticks := []tick{on(crowded, busy), deep}                                              // 1: many
+	ticks = append(ticks, repeat(on(crowded, busy), 9)...)                                // 2-10
+	ticks = append(ticks, deep)                                                           // 11: the count starts again
+	ticks = append(ticks, repeat(on(crowded, busy), 11)...)                               // 12-22: one at 22
+	ticks = append(ticks, on(tick{woken: 500, held: 120, runnable: deepQueue - 1}, busy)) // shallower: kept at one
+	if got, want := fmt.Sprint(run(p, time.Unix(0, 0), ticks...)), "[0:kept 1:many 22:one-busy 23:kept]"; got != want {
 		t.Errorf("moves %s, want %s", got, want)
 	}
 }

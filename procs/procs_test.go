@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,6 +94,70 @@ func TestWaitsCountTheHeldUp(t *testing.T) {
 		t.Errorf("one goroutine at a time: %d of %d wake-ups held up and %d long, want some woken, under half the crowd's share (%.2f) and under half the long waits of the hogs (%d)",
 			alone.held, alone.woken, alone.long, share, hogged.long)
 	}
+	// Goroutines always ready to run are counted as such.
+	if n := w.read().runnable; n >= deepQueue {
+		t.Errorf("%d goroutines ready to run before any were started", n)
+	}
+	stop = ready(2 * deepQueue)
+	if n := w.read().runnable; n < deepQueue {
+		t.Errorf("%d goroutines ready to run with %d started, want %d or more", n, 2*deepQueue, deepQueue)
+	}
+	stop()
+}
+
+// fakeCPU is a machine whose spare CPU the test sets.
+type fakeCPU struct{ state atomic.Int32 }
+
+func (f *fakeCPU) read(time.Time) spareCPU { return spareCPU(f.state.Load()) }
+func (f *fakeCPU) forget()                 {}
+func (f *fakeCPU) set(s spareCPU)          { f.state.Store(int32(s)) }
+
+// runGoverned runs Run for the test with the machine cpu, and returns
+// the moves it makes and the runtime's own GOMAXPROCS.
+func runGoverned(t *testing.T, cpu cpuReader) (next func(want move, procs int), many int) {
+	prev := runtime.GOMAXPROCS(0)
+	runtime.SetDefaultGOMAXPROCS()
+	many = runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	if many < 2 {
+		t.Skip("one CPU: there is nothing to govern")
+	}
+	moves := make(chan move, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, Options{settle: 200 * time.Millisecond, cpu: cpu, moved: func(m move) {
+			select {
+			case moves <- m:
+			default: // kept, tick after tick: the test has seen enough
+			}
+		}})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if n := runtime.GOMAXPROCS(0); n != many {
+			t.Errorf("GOMAXPROCS %d after Run, want the runtime's %d", n, many)
+		}
+	})
+	return func(want move, procs int) {
+		t.Helper()
+		for {
+			select {
+			case m := <-moves:
+				if m == kept && want != kept {
+					continue
+				}
+				if m != want || runtime.GOMAXPROCS(0) != procs {
+					t.Fatalf("move to %v with GOMAXPROCS %d, want to %v with %d", m, runtime.GOMAXPROCS(0), want, procs)
+				}
+				return
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no move to %v (GOMAXPROCS %d)", want, runtime.GOMAXPROCS(0))
+			}
+		}
+	}, many
 }
 
 // Run starts with one thread, takes the runtime's many when a crowd waits
@@ -100,41 +165,7 @@ func TestWaitsCountTheHeldUp(t *testing.T) {
 // once they have gone, and gives GOMAXPROCS back to the runtime when it
 // ends.
 func TestRunFollowsTheLoad(t *testing.T) {
-	prev := runtime.GOMAXPROCS(0)
-	runtime.SetDefaultGOMAXPROCS()
-	many := runtime.GOMAXPROCS(0)
-	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
-	moves := make(chan move, 16)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, Options{settle: 200 * time.Millisecond, moved: func(m move) { moves <- m }})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	next := func(want move, procs int) {
-		t.Helper()
-		select {
-		case m := <-moves:
-			if m != want || runtime.GOMAXPROCS(0) != procs {
-				t.Fatalf("move to %v with GOMAXPROCS %d, want to %v with %d", m, runtime.GOMAXPROCS(0), want, procs)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("no move to %v (GOMAXPROCS %d)", want, runtime.GOMAXPROCS(0))
-		}
-	}
-	if many < 2 {
-		// One CPU: there is nothing to govern.
-		cancel()
-		<-done
-		if len(moves) != 0 || runtime.GOMAXPROCS(0) != many {
-			t.Errorf("with one CPU: %d moves, GOMAXPROCS %d", len(moves), runtime.GOMAXPROCS(0))
-		}
-		return
-	}
+	next, many := runGoverned(t, &fakeCPU{})
 	next(toOne, 1)
 	for _, load := range []struct {
 		n    int
@@ -146,9 +177,59 @@ func TestRunFollowsTheLoad(t *testing.T) {
 		stop()
 		next(toOne, 1)
 	}
-	cancel()
-	<-done
-	if n := runtime.GOMAXPROCS(0); n != many {
-		t.Errorf("GOMAXPROCS %d after Run, want the runtime's %d", n, many)
+}
+
+// ready runs n goroutines that are always ready to run, until the func
+// it returns is called (it waits for them).
+func ready(n int) (stop func()) {
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for !done.Load() {
+				runtime.Gosched()
+			}
+		})
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			done.Store(true)
+			wg.Wait()
+		})
+	}
+}
+
+// While no CPU is spare, a crowd is kept on one thread, unless its run
+// queue grows too deep; it gets many once a CPU is spare, and one again
+// once none has been for a while, though it still waits.
+func TestRunKeepsOneThreadWhileNoCPUIsSpare(t *testing.T) {
+	cpu := &fakeCPU{}
+	cpu.set(busy)
+	next, many := runGoverned(t, cpu)
+	next(toOne, 1)
+	stop := crowd(8, 300*time.Microsecond)
+	defer stop()
+	next(kept, 1)
+	deep := ready(2 * deepQueue)
+	defer deep()
+	next(toMany, many)
+	deep()
+	next(toOneBusy, 1)
+	next(kept, 1)
+	cpu.set(spare)
+	next(toMany, many)
+	cpu.set(busy)
+	next(toOneBusy, 1)
+}
+
+// With one CPU, or a quota of one, there is nothing to govern.
+func TestRunLeavesOneCPUAlone(t *testing.T) {
+	prev := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	moved := false
+	Run(t.Context(), Options{moved: func(move) { moved = true }})
+	if moved || runtime.GOMAXPROCS(0) != 1 {
+		t.Errorf("with one CPU: moved %v, GOMAXPROCS %d", moved, runtime.GOMAXPROCS(0))
 	}
 }

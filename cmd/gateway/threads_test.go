@@ -15,8 +15,10 @@ func logged(msg string) func(gatewaytest.Record) bool {
 	return func(r gatewaytest.Record) bool { return r["msg"] == msg }
 }
 
-// The gateway runs Go code on one thread while idle, on the runtime's
-// many once calls come in parallel, and on one again once they stop.
+// The gateway runs Go code on one thread while idle; once calls come in
+// parallel, on the runtime's many if a CPU is spare for them, or on one
+// still, saying so, if none is (which of the two depends on what else
+// this machine runs meanwhile); and on one once they stop.
 func TestThreadsFollowTheLoad(t *testing.T) {
 	t.Parallel()
 	if runtime.GOMAXPROCS(0) < 2 || os.Getenv("GOMAXPROCS") != "" {
@@ -49,22 +51,33 @@ func TestThreadsFollowTheLoad(t *testing.T) {
 			}
 		})
 	}
-	g.Logs.Wait(t, logged("threads run Go code in parallel: goroutines waited to run"))
-	// The load may have come and gone meanwhile: the move back that
-	// counts is the one after it ends.
-	light := logged("one thread runs Go code: the load is light")
-	before := len(g.Logs.Find(light))
+	many := logged("threads run Go code in parallel: goroutines waited to run")
+	kept := logged("one thread runs Go code still: goroutines wait, but no CPU is spare")
+	g.Logs.Wait(t, func(r gatewaytest.Record) bool { return many(r) || kept(r) })
 	close(stop)
 	wg.Wait()
-	seen := 0
-	g.Logs.Wait(t, func(r gatewaytest.Record) bool {
-		if light(r) {
-			seen++
+	// One thread once the load has gone: at once, or after a move back
+	// (the last tick of the load may have moved to many).
+	toOne := func(r gatewaytest.Record) bool {
+		return r["msg"] == "one thread runs Go code: the load is light" ||
+			r["msg"] == "one thread runs Go code: no CPU was spare for the others"
+	}
+	for tries := 0; ; tries++ {
+		before := len(g.Logs.Find(toOne))
+		n, ok := scrapeAt(t, g.URL+"/metrics").value("go_sched_gomaxprocs_threads", "")
+		if ok && n == 1 {
+			break
 		}
-		return seen > before
-	})
-	if n, ok := scrapeAt(t, g.URL+"/metrics").value("go_sched_gomaxprocs_threads", ""); !ok || n != 1 {
-		t.Errorf("go_sched_gomaxprocs_threads = %v (%v) once the load ended, want 1", n, ok)
+		if tries == 3 {
+			t.Fatalf("go_sched_gomaxprocs_threads = %v (%v) once the load ended, want 1", n, ok)
+		}
+		seen := 0
+		g.Logs.Wait(t, func(r gatewaytest.Record) bool {
+			if toOne(r) {
+				seen++
+			}
+			return seen > before
+		})
 	}
 }
 
