@@ -288,14 +288,28 @@ func writeAtomically(t *testing.T, path, content string) {
 
 // neverLogged checks that none of the secrets appears anywhere in the
 // gateway's log.
+// It stops the gateway first: a call's lines are written after its
+// answer has left, and a stopped gateway has written them all.
 func neverLogged(t *testing.T, g *gateway, secrets ...string) {
 	t.Helper()
-	text := g.Logs.Text()
+	text := stoppedLog(t, g)
 	for _, s := range secrets {
 		if strings.Contains(text, s) {
 			t.Errorf("the gateway's log holds the credential %q", s)
 		}
 	}
+}
+
+// stoppedLog stops the gateway and returns its whole log.
+func stoppedLog(t *testing.T, g *gateway) string {
+	t.Helper()
+	g.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.Done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not stop on SIGTERM")
+	}
+	return g.Logs.Text()
 }
 
 func msgIs(msg string) func(logRecord) bool {
