@@ -82,7 +82,7 @@ func newCPUTime(root string) (*cpuTime, error) {
 	for line := range strings.Lines(string(status)) {
 		if list, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
 			if c.allowed, err = cpuList(strings.TrimSpace(list)); err != nil {
-				return nil, fmt.Errorf("Cpus_allowed_list: %w", err)
+				return nil, fmt.Errorf("the affinity list, Cpus_allowed_list: %w", err)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -188,20 +189,15 @@ func TestCPUTimeOnThisMachine(t *testing.T) {
 	}
 	prev := runtime.GOMAXPROCS(n)
 	defer runtime.GOMAXPROCS(prev)
-	done := make(chan struct{})
+	var done atomic.Bool
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer close(done)
+	defer done.Store(true)
 	spinning := make(chan struct{}, n)
 	for range n {
 		wg.Go(func() {
 			spinning <- struct{}{}
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
+			for !done.Load() {
 			}
 		})
 	}
