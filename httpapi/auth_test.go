@@ -111,14 +111,15 @@ func TestCredentialsAreRequired(t *testing.T) {
 	f := newFake()
 	srv, logs := guarded(t, f, Options{})
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
-	for name, header := range map[string][]string{
+	headers := map[string][]string{
 		"none":        nil,
 		"wrong":       bearer("not-a-token"),
 		"basic":       {"Authorization", "Basic Y2k6Y2k="},
 		"token as-is": {"Authorization", ciToken},
 		"empty":       {"Authorization", "Bearer "},
 		"two":         {"Authorization", "Bearer " + ciToken + " " + ciToken},
-	} {
+	}
+	for name, header := range headers {
 		resp := post(t, srv+"/mcp", "application/json", call, header...)
 		status, code := http.StatusUnauthorized, jsonrpc.CodeUnauthorized
 		if name == "empty" || name == "two" {
@@ -155,8 +156,10 @@ func TestCredentialsAreRequired(t *testing.T) {
 			t.Errorf("%s: %d", path, resp.StatusCode)
 		}
 	}
-	// The seven refused requests have each logged their access line.
-	text := logs.waitFor(t, func(text string) bool { return strings.Count(text, `"msg":"http request"`) >= 7 })
+	// The refused requests (the calls and the DELETE) have each logged
+	// their access line.
+	refused := len(headers) + 1
+	text := logs.waitFor(t, func(text string) bool { return strings.Count(text, `"msg":"http request"`) >= refused })
 	if strings.Contains(text, ciToken) {
 		t.Errorf("a token reached the log:\n%s", text)
 	}

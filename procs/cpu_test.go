@@ -21,6 +21,7 @@ type machine struct {
 func newMachine(t *testing.T, allowed, cgroup string) machine {
 	m := machine{t, t.TempDir()}
 	m.write("proc/self/status", "Name:\tgateway\nCpus_allowed:\tf\nCpus_allowed_list:\t"+allowed+"\n")
+	m.own(0)
 	if cgroup != "" {
 		m.write("proc/self/cgroup", cgroup)
 	}
@@ -38,26 +39,36 @@ func (m machine) write(name, text string) {
 	}
 }
 
-// stat writes a /proc/stat with four CPUs whose idle and iowait times,
-// in hundredths of a second, are given.
-func (m machine) stat(idle [4]int) {
+// stat writes a /proc/stat with four CPUs that have each counted elapsed
+// hundredths of a second, of which idle (idle and iowait) as given.
+func (m machine) stat(elapsed int, idle [4]int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "cpu  9000 0 900 %d 40 0 0 0 0 0\n", idle[0]+idle[1]+idle[2]+idle[3])
+	fmt.Fprintf(&b, "cpu  %d 0 0 %d 0 0 0 0 0 0\n", 4*elapsed, idle[0]+idle[1]+idle[2]+idle[3])
 	for i, v := range idle {
-		// iowait is part of what a CPU leaves: half of it here.
-		fmt.Fprintf(&b, "cpu%d 2250 10 225 %d %d 0 5 0 0 0\n", i, v-v/2, v/2)
+		// Busy time split between user, system and steal; iowait is
+		// part of what a CPU leaves: half of the idle time here. Guest
+		// time is in user time already.
+		busy := elapsed - v
+		fmt.Fprintf(&b, "cpu%d %d 0 %d %d %d 0 0 %d 7 0\n", i, busy-busy/2, busy/4, v-v/2, v/2, busy/2-busy/4)
 	}
 	b.WriteString("intr 12345 0 0 1\nctxt 999\nbtime 1700000000\nprocesses 42\n")
 	m.write("proc/stat", b.String())
 }
 
+// own writes the process's /proc/self/stat with ticks of CPU, user and
+// system.
+func (m machine) own(ticks int) {
+	m.write("proc/self/stat", fmt.Sprintf("4242 (a (gate) way) S 1 4242 4242 0 -1 4194560 900 0 0 0 %d %d 0 0 20 0 9 0 123 0\n", ticks-ticks/3, ticks/3))
+}
+
 // The idle time of the CPUs the process may run on, and only those, over
-// the last three ticks, says whether a whole CPU was spare.
+// the last three ticks, says whether a whole CPU was spare; with many
+// threads, whether it would be with one.
 func TestCPUTimeReadsTheAllowedCPUs(t *testing.T) {
 	t.Parallel()
 	m := newMachine(t, "1-2", "")
-	idle := [4]int{100, 100, 100, 100}
-	m.stat(idle)
+	elapsed, idle := 100, [4]int{100, 100, 100, 100}
+	m.stat(elapsed, idle)
 	c, err := newCPUTime(m.root)
 	if err != nil {
 		t.Fatal(err)
@@ -68,9 +79,14 @@ func TestCPUTimeReadsTheAllowedCPUs(t *testing.T) {
 	// between them.
 	var got []string
 	for _, both := range []int{0, 0, 4, 10, 3, 3, 0, 5} {
+		elapsed += 5
 		idle[0], idle[1], idle[2], idle[3] = idle[0]+5, idle[1]+both/2, idle[2]+both-both/2, idle[3]+5
-		m.stat(idle)
-		got = append(got, c.read(at).String())
+		m.stat(elapsed, idle)
+		s, err := c.read(at, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s.String())
 		at = at.Add(50 * time.Millisecond)
 	}
 	// The first three read too short a time; then, of the last 150ms,
@@ -78,18 +94,37 @@ func TestCPUTimeReadsTheAllowedCPUs(t *testing.T) {
 	if want := "[unread unread unread busy spare spare busy busy]"; fmt.Sprint(got) != want {
 		t.Errorf("got %v, want %s", got, want)
 	}
+	// With many threads, what the process used beyond one CPU would be
+	// left by one: 0.8 CPUs idle and 1.33 used is 1.13 spare with one.
+	c.forget()
+	own := 0
+	for i := range window + 1 {
+		elapsed, own = elapsed+5, own+6+i%2
+		idle[1], idle[2] = idle[1]+2, idle[2]+2
+		m.stat(elapsed, idle)
+		m.own(own)
+		many := i < window
+		s, err := c.read(at, many)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]spareCPU{true: spare, false: busy}[many]; i >= window-1 && s != want {
+			t.Errorf("0.8 CPUs idle, the process using 1.33, many threads %v: %v, want %v", many, s, want)
+		}
+		at = at.Add(50 * time.Millisecond)
+	}
 	// A reading forgotten is no base for the next.
 	c.forget()
-	m.stat([4]int{110, 200, 200, 110})
-	if got := c.read(at); got != unread {
-		t.Errorf("after forget: %v, want unread", got)
+	m.stat(elapsed+5, idle)
+	if got, err := c.read(at, false); got != unread || err != nil {
+		t.Errorf("after forget: %v (%v), want unread", got, err)
 	}
 }
 
-// Under a cgroup v2 quota, the CPU is spare only as far as the tightest
-// quota on the way to the root leaves it unused, however idle the
-// machine.
-func TestCPUTimeReadsTheQuota(t *testing.T) {
+// Under cgroup v2 quotas, the CPU is spare only as far as every quota on
+// the way to the root leaves it unused, however idle the machine: here
+// the tightest, and then a looser one that busy siblings share.
+func TestCPUTimeReadsTheQuotas(t *testing.T) {
 	t.Parallel()
 	m := newMachine(t, "0-3", "0::/pod/gateway\n")
 	m.write("sys/fs/cgroup/pod/gateway/cpu.max", "max 100000\n")
@@ -98,30 +133,39 @@ func TestCPUTimeReadsTheQuota(t *testing.T) {
 	m.write("sys/fs/cgroup/pod/cpu.stat", "usage_usec 5000000\nuser_usec 4000000\n")
 	m.write("sys/fs/cgroup/cpu.max", "400000 100000\n")
 	m.write("sys/fs/cgroup/cpu.stat", "usage_usec 1\n")
-	m.stat([4]int{0, 0, 0, 0})
+	elapsed := 0
+	m.stat(elapsed, [4]int{})
 	c, err := newCPUTime(m.root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.quota != 2.5 {
-		t.Fatalf("quota %v CPUs, want 2.5", c.quota)
+	if fmt.Sprint(c.quotas) != fmt.Sprintf("[{2.5 %s} {4 %s}]", filepath.Join(m.root, "sys/fs/cgroup/pod/cpu.stat"), filepath.Join(m.root, "sys/fs/cgroup/cpu.stat")) {
+		t.Fatalf("quotas %v, want 2.5 CPUs (pod) and 4 (the root)", c.quotas)
 	}
 	at := time.Unix(1000, 0)
-	idle, usage := 0, 5_000_000
+	usage, root := 5_000_000, 1
 	var got []string
-	// CPUs used in each 50ms tick, of the 2.5 the quota gives; the
-	// machine is idle throughout.
-	for _, used := range []float64{1.6, 1.6, 1.6, 1.6, 1.2, 1.2, 1.2, 2.0, 2.0} {
-		idle += 5
-		usage += int(used * 50_000)
-		m.stat([4]int{idle, idle, idle, idle})
+	// CPUs the pod used in each 50ms tick, of the 2.5 its quota gives,
+	// and the whole tree under the root's 4; the machine is idle
+	// throughout.
+	for _, used := range [][2]float64{{1.6, 1.6}, {1.6, 1.6}, {1.6, 1.6}, {1.6, 1.6}, {1.2, 1.2}, {1.2, 1.2}, {1.2, 1.2}, {1.2, 3.5}, {1.2, 3.5}, {1.2, 3.5}} {
+		elapsed += 5
+		usage += int(used[0] * 50_000)
+		root += int(used[1] * 50_000)
+		m.stat(elapsed, [4]int{elapsed, elapsed, elapsed, elapsed})
 		m.write("sys/fs/cgroup/pod/cpu.stat", fmt.Sprintf("usage_usec %d\n", usage))
-		got = append(got, c.read(at).String())
+		m.write("sys/fs/cgroup/cpu.stat", fmt.Sprintf("usage_usec %d\n", root))
+		s, err := c.read(at, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s.String())
 		at = at.Add(50 * time.Millisecond)
 	}
-	// Over the last three ticks: 1.6 CPUs used (0.9 spare), 1.47 (1.03
-	// spare), 1.33, 1.2, 1.47, 1.73.
-	if want := "[unread unread unread busy spare spare spare spare busy]"; fmt.Sprint(got) != want {
+	// Over the last three ticks, the pod used 1.6 CPUs (0.9 spare), 1.47
+	// (1.03 spare), 1.33 and 1.2; then 1.2 while the whole tree used
+	// 1.97, 2.73 and 3.5 of the root's 4 (0.5 spare).
+	if want := "[unread unread unread busy spare spare spare spare spare busy]"; fmt.Sprint(got) != want {
 		t.Errorf("got %v, want %s", got, want)
 	}
 }
@@ -134,18 +178,21 @@ func TestCPUTimeFailures(t *testing.T) {
 	if _, err := newCPUTime(m.root); err == nil {
 		t.Error("no /proc/stat: no error")
 	}
-	m.stat([4]int{1, 1, 1, 1})
-	if c, err := newCPUTime(m.root); err != nil || c.quota != 0 {
-		t.Errorf("no /proc/self/cgroup: %v, quota %v", err, c.quota)
-	}
-	m.write("proc/self/cgroup", "4:memory:/x\n1:cpu:/x\n")
-	if c, err := newCPUTime(m.root); err != nil || c.quota != 0 {
-		t.Errorf("cgroup v1: %v, quota %v", err, c.quota)
+	m.stat(1, [4]int{1, 1, 1, 1})
+	for _, cgroup := range []string{"", "4:memory:/x\n1:cpu:/x\n"} { // none, v1
+		if cgroup != "" {
+			m.write("proc/self/cgroup", cgroup)
+		}
+		if c, err := newCPUTime(m.root); err != nil || len(c.quotas) != 0 {
+			t.Errorf("cgroup %q: %v, %+v", cgroup, err, c)
+		}
 	}
 	m.write("proc/self/cgroup", "0::/x\n")
-	m.write("sys/fs/cgroup/x/cpu.max", "lots 100000\n")
-	if _, err := newCPUTime(m.root); err == nil {
-		t.Error("a cpu.max that does not parse: no error")
+	for _, max := range []string{"lots 100000\n", "-5 100000\n", "100000\n", "0 100000\n"} {
+		m.write("sys/fs/cgroup/x/cpu.max", max)
+		if _, err := newCPUTime(m.root); err == nil {
+			t.Errorf("a cpu.max of %q: no error", max)
+		}
 	}
 	m.write("sys/fs/cgroup/x/cpu.max", "50000 100000\n")
 	if _, err := newCPUTime(m.root); err == nil {
@@ -156,9 +203,22 @@ func TestCPUTimeFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for range window - 1 {
+		c.read(time.Unix(1, 0), false)
+	}
+	// Counters that never move (gVisor's /proc/stat is all zeros).
+	if got, err := c.read(time.Unix(2, 0), false); got != spare || err == nil {
+		t.Errorf("/proc/stat standing still: %v, %v; want spare (blind), and an error", got, err)
+	}
 	os.Remove(filepath.Join(m.root, "proc/stat"))
-	if got := c.read(time.Unix(2, 0)); got != spare {
-		t.Errorf("/proc/stat gone: %v, want spare (blind)", got)
+	if got, err := c.read(time.Unix(3, 0), false); got != spare || err == nil {
+		t.Errorf("/proc/stat gone: %v, %v; want spare (blind), and an error", got, err)
+	}
+	// A /proc/stat with CPUs numbered its own way.
+	m.write("proc/self/status", "Name:\tgateway\nCpus_allowed_list:\t8-9\n")
+	m.stat(1, [4]int{1, 1, 1, 1})
+	if _, err := newCPUTime(m.root); err == nil {
+		t.Error("none of the allowed CPUs in /proc/stat: no error")
 	}
 	m.write("proc/self/status", "Name:\tgateway\n")
 	if _, err := newCPUTime(m.root); err == nil {
@@ -177,6 +237,9 @@ func TestCPUTimeFailures(t *testing.T) {
 // On this machine: with a goroutine spinning on each CPU the process may
 // use, no CPU is spare.
 func TestCPUTimeOnThisMachine(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("no /proc/stat")
+	}
 	c, err := newCPUTime("/")
 	if err != nil {
 		t.Fatalf("this machine's CPU time: %v", err)
@@ -205,10 +268,10 @@ func TestCPUTimeOnThisMachine(t *testing.T) {
 		<-spinning
 	}
 	for range window - 1 {
-		c.read(time.Now())
+		c.read(time.Now(), false)
 		<-time.After(100 * time.Millisecond)
 	}
-	if got := c.read(time.Now()); got != busy {
-		t.Errorf("%d CPUs spinning for 300ms: %v, want busy", n, got)
+	if got, err := c.read(time.Now(), false); got != busy || err != nil {
+		t.Errorf("%d CPUs spinning for 300ms: %v (%v), want busy", n, got, err)
 	}
 }

@@ -51,7 +51,7 @@ type policy struct {
 	since      time.Time     // when the last move was made
 	quietSince time.Time     // with many, since when the load has been quiet; zero: it is not
 	busySince  time.Time     // with many, since when no CPU has been spare; zero: one is
-	settle     time.Duration // how long the load must stay quiet before one thread is tried
+	settle     time.Duration // how long the load must stay quiet, or the CPUs busy, before one thread is tried
 }
 
 func newPolicy(opts Options, now time.Time) *policy {
@@ -72,7 +72,7 @@ func (p *policy) observe(now time.Time, t tick) move {
 		switch {
 		case deep:
 		case t.cpu == unread:
-			return stay // the next tick says whether a CPU is spare
+			return stay // the next ticks say whether a CPU is spare
 		case t.cpu == busy:
 			return kept
 		}
@@ -98,7 +98,7 @@ func (p *policy) observe(now time.Time, t tick) move {
 		p.one, p.tried, p.since = true, true, now
 		return toOneBusy
 	}
-	if t.long > 0 || share >= p.opts.quiet && t.held >= minHeld {
+	if deep || t.long > 0 || share >= p.opts.quiet && t.held >= minHeld {
 		p.quietSince = time.Time{}
 		return stay
 	}

@@ -125,7 +125,7 @@ func TestPolicySeesGoroutinesThatHoldTheThread(t *testing.T) {
 
 // While no CPU is spare, goroutines that wait on one thread are kept
 // there: a second thread would find no CPU to run on. Unread, the CPUs
-// are read the next tick before anything moves.
+// are read over the next ticks before anything moves.
 func TestPolicyKeepsOneThreadWhenNoCPUIsSpare(t *testing.T) {
 	t.Parallel()
 	p := newTestPolicy()

@@ -20,6 +20,8 @@ package procs
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"runtime"
 	"runtime/metrics"
@@ -44,9 +46,9 @@ type Options struct {
 	// that the runtime's threads are more than the load needs: 0.5%. So
 	// does one with fewer than minHeld held up.
 	quiet float64
-	// settle is how long the load must stay quiet before one thread is
-	// tried again, 1s; it doubles each time a try fails, up to
-	// maxSettle, 30s.
+	// settle is how long the load must stay quiet, or the CPUs busy,
+	// before one thread is tried again, 1s; it doubles each time a try
+	// fails, up to maxSettle, 30s.
 	settle, maxSettle time.Duration
 	moved             func(move) // told of each move, the first included, and of each kept
 	cpu               cpuReader  // nil: the machine's, from /proc and the cgroup
@@ -103,7 +105,11 @@ func Run(ctx context.Context, opts Options) {
 		if err != nil {
 			// Threads are then taken whenever goroutines wait, as if a
 			// CPU were always spare.
-			opts.Logger.Warn("the CPUs' idle time cannot be read: threads are taken whenever goroutines wait", "err", err)
+			level := slog.LevelWarn
+			if errors.Is(err, fs.ErrNotExist) {
+				level = slog.LevelInfo // no /proc: not Linux
+			}
+			opts.Logger.Log(ctx, level, "the CPUs' idle time cannot be read: threads are taken whenever goroutines wait", "err", err)
 			opts.cpu = blindCPU{}
 		} else {
 			opts.cpu = c
@@ -115,7 +121,8 @@ func Run(ctx context.Context, opts Options) {
 	p := newPolicy(opts, time.Now())
 	ticker := time.NewTicker(opts.tick)
 	defer ticker.Stop()
-	saidKept := false // once per stay at one thread: the log says the load goes on
+	saidKept := false  // once per load kept on one thread
+	saidBlind := false // once: the log says the CPUs cannot be read
 	for {
 		select {
 		case <-ctx.Done():
@@ -125,8 +132,15 @@ func Run(ctx context.Context, opts Options) {
 			if p.one && t.woken < minHeld && t.long == 0 {
 				opts.cpu.forget() // an idle process: no decision to make
 				t.cpu = unread
+				saidKept = false
 			} else {
-				t.cpu = opts.cpu.read(now)
+				var err error
+				// The time now, not the tick's: under the loads that
+				// matter here the tick is read late.
+				if t.cpu, err = opts.cpu.read(time.Now(), !p.one); err != nil && !saidBlind {
+					saidBlind = true
+					opts.Logger.Warn("the CPUs' idle time cannot be read: threads are taken whenever goroutines wait", "err", err)
+				}
 			}
 			m := p.observe(now, t)
 			switch m {
@@ -151,6 +165,11 @@ func Run(ctx context.Context, opts Options) {
 						"woken", t.woken, "held_up", t.held, "held_long", t.long)
 				}
 			}
+			if m != stay && m != kept {
+				// Readings taken with the other number of threads say
+				// nothing of this one.
+				opts.cpu.forget()
+			}
 			if m != stay {
 				opts.moved(m)
 			}
@@ -161,8 +180,8 @@ func Run(ctx context.Context, opts Options) {
 // blindCPU is a machine that does not say whether a CPU is spare.
 type blindCPU struct{}
 
-func (blindCPU) read(time.Time) spareCPU { return spare }
-func (blindCPU) forget()                 {}
+func (blindCPU) read(time.Time, bool) (spareCPU, error) { return spare, nil }
+func (blindCPU) forget()                                {}
 
 // waits reads, from the runtime's scheduling latencies, how goroutines
 // waited to run since the last read.

@@ -307,6 +307,7 @@ func stoppedLog(t *testing.T, g *gateway) string {
 	select {
 	case <-g.Done:
 	case <-time.After(30 * time.Second):
+		g.Cmd.Process.Kill()
 		t.Fatal("the gateway did not stop on SIGTERM")
 	}
 	return g.Logs.Text()

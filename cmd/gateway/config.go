@@ -65,7 +65,7 @@ type Config struct {
 
 	AdminAddr string `split_words:"true" desc:"when set, /metrics and /debug/pprof/ are served on this address (host:port) and not on GATEWAY_ADDR"`
 
-	AdaptThreads   bool  `split_words:"true" default:"true" desc:"run Go code on one thread while calls come one at a time or the CPUs are busy (less latency and CPU a call), and on as many as the runtime would once goroutines wait for one and a CPU is idle, or hundreds are ready to run; false, or GOMAXPROCS set: as many always"`
+	AdaptThreads   bool  `split_words:"true" default:"true" desc:"run Go code on one thread while calls come one at a time or the CPUs are busy (less latency and CPU a call), and on as many as the runtime would once goroutines wait for one and a CPU is idle, or 128 or more are ready to run; false, or GOMAXPROCS set: as many always"`
 	HeapFloorBytes int64 `split_words:"true" default:"16777216" desc:"the garbage collector's heap goal is kept at this or above (16 MiB), where the runtime would collect each time a small live heap doubles, dozens of times a second under load; a larger live heap, or GOMEMLIMIT, sets the pace as usual; 0, a floor at or under the runtime's own least goal (4 MiB), or GOGC set: the runtime's pace always"`
 
 	AuthTokens      []string      `split_words:"true" desc:"bearer tokens that may call, comma-separated; each name:token (the name shows in logs) or just token"`

@@ -65,7 +65,10 @@ func TestThreadsFollowTheLoad(t *testing.T) {
 	for tries := 0; ; tries++ {
 		before := len(g.Logs.Find(toOne))
 		n, ok := scrapeAt(t, g.URL+"/metrics").value("go_sched_gomaxprocs_threads", "")
-		if ok && n == 1 {
+		if !ok {
+			t.Fatal("no go_sched_gomaxprocs_threads in /metrics")
+		}
+		if n == 1 {
 			break
 		}
 		if tries == 3 {
