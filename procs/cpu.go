@@ -142,7 +142,9 @@ func (c *cpuTime) read(now time.Time, many bool) (spareCPU, error) {
 	}
 	if many {
 		// What one thread would leave: what the process uses beyond one
-		// CPU's worth.
+		// CPU's worth. A little less in truth (one thread still has the
+		// runtime's background work and syscalls beside it), which
+		// leans towards keeping many.
 		free += max(0, float64(r.own-first.own)/(userHZ*dt)-1)
 	}
 	if free < wholeCPU {
@@ -215,8 +217,11 @@ func ownTicks(file string) (uint64, error) {
 	// The command name, in parentheses, may hold spaces: the fields are
 	// counted from after it. utime and stime are the 14th and 15th.
 	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%s: %q", file, b)
+	}
 	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
+	if len(f) < 13 {
 		return 0, fmt.Errorf("%s: %q", file, b)
 	}
 	var ticks uint64

@@ -49,7 +49,7 @@ func (m machine) stat(elapsed int, idle [4]int) {
 		// part of what a CPU leaves: half of the idle time here. Guest
 		// time is in user time already.
 		busy := elapsed - v
-		fmt.Fprintf(&b, "cpu%d %d 0 %d %d %d 0 0 %d 7 0\n", i, busy-busy/2, busy/4, v-v/2, v/2, busy/2-busy/4)
+		fmt.Fprintf(&b, "cpu%d %d 0 %d %d %d 0 0 %d %d 0\n", i, busy-busy/2, busy/4, v-v/2, v/2, busy/2-busy/4, busy/2)
 	}
 	b.WriteString("intr 12345 0 0 1\nctxt 999\nbtime 1700000000\nprocesses 42\n")
 	m.write("proc/stat", b.String())

@@ -20,8 +20,6 @@ package procs
 
 import (
 	"context"
-	"errors"
-	"io/fs"
 	"log/slog"
 	"runtime"
 	"runtime/metrics"
@@ -106,8 +104,8 @@ func Run(ctx context.Context, opts Options) {
 			// Threads are then taken whenever goroutines wait, as if a
 			// CPU were always spare.
 			level := slog.LevelWarn
-			if errors.Is(err, fs.ErrNotExist) {
-				level = slog.LevelInfo // no /proc: not Linux
+			if runtime.GOOS != "linux" {
+				level = slog.LevelInfo // no /proc to read
 			}
 			opts.Logger.Log(ctx, level, "the CPUs' idle time cannot be read: threads are taken whenever goroutines wait", "err", err)
 			opts.cpu = blindCPU{}

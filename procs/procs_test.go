@@ -129,7 +129,10 @@ func runGoverned(t *testing.T, cpu cpuReader) (next func(want move, procs int), 
 		defer close(done)
 		Run(ctx, Options{settle: 200 * time.Millisecond, cpu: cpu, moved: func(m move) {
 			if m != kept {
-				moves <- m
+				select {
+				case moves <- m:
+				case <-ctx.Done():
+				}
 				return
 			}
 			select {
@@ -147,6 +150,7 @@ func runGoverned(t *testing.T, cpu cpuReader) (next func(want move, procs int), 
 	})
 	return func(want move, procs int) {
 		t.Helper()
+		deadline := time.After(20 * time.Second)
 		for {
 			select {
 			case m := <-moves:
@@ -157,7 +161,7 @@ func runGoverned(t *testing.T, cpu cpuReader) (next func(want move, procs int), 
 					t.Fatalf("move to %v with GOMAXPROCS %d, want to %v with %d", m, runtime.GOMAXPROCS(0), want, procs)
 				}
 				return
-			case <-time.After(20 * time.Second):
+			case <-deadline:
 				t.Fatalf("no move to %v (GOMAXPROCS %d)", want, runtime.GOMAXPROCS(0))
 			}
 		}
@@ -212,9 +216,9 @@ func TestRunKeepsOneThreadWhileNoCPUIsSpare(t *testing.T) {
 	cpu.set(busy)
 	next, many := runGoverned(t, cpu)
 	next(toOne, 1)
-	// A crowd that waits even on many threads, as long as busy decides
-	// before quiet could.
-	stop := crowd(4*many, 300*time.Microsecond)
+	// A crowd that waits even on many threads (up to 4), so that busy
+	// decides before quiet could, and that is far from a deep queue.
+	stop := crowd(min(4*many, 16), 300*time.Microsecond)
 	defer stop()
 	next(kept, 1)
 	deep := ready(2 * deepQueue)

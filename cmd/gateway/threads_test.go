@@ -72,7 +72,7 @@ func TestThreadsFollowTheLoad(t *testing.T) {
 			break
 		}
 		if tries == 3 {
-			t.Fatalf("go_sched_gomaxprocs_threads = %v (%v) once the load ended, want 1", n, ok)
+			t.Fatalf("go_sched_gomaxprocs_threads = %v once the load ended, want 1", n)
 		}
 		seen := 0
 		g.Logs.Wait(t, func(r gatewaytest.Record) bool {
