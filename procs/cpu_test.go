@@ -61,6 +61,17 @@ func (m machine) own(ticks int) {
 	m.write("proc/self/stat", fmt.Sprintf("4242 (a (gate) way) S 1 4242 4242 0 -1 4194560 900 0 0 0 %d %d 0 0 20 0 9 0 123 0\n", ticks-ticks/3, ticks/3))
 }
 
+// readTick reads c at *at, and moves *at on by a 50ms tick.
+func readTick(t *testing.T, c *cpuTime, at *time.Time, many bool) spareCPU {
+	t.Helper()
+	s, err := c.read(*at, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	*at = at.Add(50 * time.Millisecond)
+	return s
+}
+
 // The idle time of the CPUs the process may run on, and only those, over
 // the last three ticks, says whether a whole CPU was spare; with many
 // threads, whether it would be with one.
@@ -82,12 +93,7 @@ func TestCPUTimeReadsTheAllowedCPUs(t *testing.T) {
 		elapsed += 5
 		idle[0], idle[1], idle[2], idle[3] = idle[0]+5, idle[1]+both/2, idle[2]+both-both/2, idle[3]+5
 		m.stat(elapsed, idle)
-		s, err := c.read(at, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, s.String())
-		at = at.Add(50 * time.Millisecond)
+		got = append(got, readTick(t, c, &at, false).String())
 	}
 	// The first three read too short a time; then, of the last 150ms,
 	// 140ms (0.93 CPU), 170ms, 160ms (1.07), 60ms, 80ms.
@@ -104,14 +110,10 @@ func TestCPUTimeReadsTheAllowedCPUs(t *testing.T) {
 		m.stat(elapsed, idle)
 		m.own(own)
 		many := i < window
-		s, err := c.read(at, many)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := readTick(t, c, &at, many)
 		if want := map[bool]spareCPU{true: spare, false: busy}[many]; i >= window-1 && s != want {
 			t.Errorf("0.8 CPUs idle, the process using 1.33, many threads %v: %v, want %v", many, s, want)
 		}
-		at = at.Add(50 * time.Millisecond)
 	}
 	// A reading forgotten is no base for the next.
 	c.forget()
@@ -155,12 +157,7 @@ func TestCPUTimeReadsTheQuotas(t *testing.T) {
 		m.stat(elapsed, [4]int{elapsed, elapsed, elapsed, elapsed})
 		m.write("sys/fs/cgroup/pod/cpu.stat", fmt.Sprintf("usage_usec %d\n", usage))
 		m.write("sys/fs/cgroup/cpu.stat", fmt.Sprintf("usage_usec %d\n", root))
-		s, err := c.read(at, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, s.String())
-		at = at.Add(50 * time.Millisecond)
+		got = append(got, readTick(t, c, &at, false).String())
 	}
 	// Over the last three ticks, the pod used 1.6 CPUs (0.9 spare), 1.47
 	// (1.03 spare), 1.33 and 1.2; then 1.2 while the whole tree used

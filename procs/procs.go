@@ -99,19 +99,7 @@ func Run(ctx context.Context, opts Options) {
 		return
 	}
 	if opts.cpu == nil {
-		c, err := newCPUTime("/")
-		if err != nil {
-			// Threads are then taken whenever goroutines wait, as if a
-			// CPU were always spare.
-			level := slog.LevelWarn
-			if runtime.GOOS != "linux" {
-				level = slog.LevelInfo // no /proc to read
-			}
-			opts.Logger.Log(ctx, level, "the CPUs' idle time cannot be read: threads are taken whenever goroutines wait", "err", err)
-			opts.cpu = blindCPU{}
-		} else {
-			opts.cpu = c
-		}
+		opts.cpu = machineCPU(ctx, opts.Logger)
 	}
 	defer runtime.SetDefaultGOMAXPROCS()
 	opts.Logger.Info("one thread runs Go code while the load is light", "up_to", runtime.GOMAXPROCS(1))
@@ -137,7 +125,7 @@ func Run(ctx context.Context, opts Options) {
 				// matter here the tick is read late.
 				if t.cpu, err = opts.cpu.read(time.Now(), !p.one); err != nil && !saidBlind {
 					saidBlind = true
-					opts.Logger.Warn("the CPUs' idle time cannot be read: threads are taken whenever goroutines wait", "err", err)
+					opts.Logger.Warn(blind, "err", err)
 				}
 			}
 			m := p.observe(now, t)
@@ -173,6 +161,25 @@ func Run(ctx context.Context, opts Options) {
 			}
 		}
 	}
+}
+
+// blind is what the log says when the CPUs cannot be read.
+const blind = "the CPUs' idle time cannot be read: threads are taken whenever goroutines wait"
+
+// machineCPU reads this machine's CPUs, or, where they cannot be read,
+// none: threads are then taken whenever goroutines wait, as if a CPU
+// were always spare.
+func machineCPU(ctx context.Context, log *slog.Logger) cpuReader {
+	c, err := newCPUTime("/")
+	if err == nil {
+		return c
+	}
+	level := slog.LevelWarn
+	if runtime.GOOS != "linux" {
+		level = slog.LevelInfo // no /proc to read
+	}
+	log.Log(ctx, level, blind, "err", err)
+	return blindCPU{}
 }
 
 // blindCPU is a machine that does not say whether a CPU is spare.
