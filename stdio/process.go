@@ -80,6 +80,10 @@ type Process struct {
 	try      tryState              // tryWrite's; guarded by writeTok
 	tryFD    func(fd uintptr) bool // writeFD, made once (see tryWrite)
 
+	gatherMu sync.Mutex
+	open     *batch // lines gathering for the next write (see gather)
+	spare    *batch // the last batch written, for the next to reuse
+
 	exited     chan struct{}
 	exitErr    error // valid after exited is closed
 	stderrDone chan struct{}

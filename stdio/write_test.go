@@ -1,0 +1,180 @@
+package stdio
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// Lines written at the same time go out together: 64 writers made ready
+// at once, on one thread running Go code, cost a few writes to the pipe,
+// not one each, and every line arrives whole.
+//
+// Not parallel: it sets GOMAXPROCS for the whole test binary, and counts
+// the binary's writes.
+func TestLinesGoOutTogether(t *testing.T) {
+	p := start(t, child(t, "cat"))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const writers = 64
+	lines := make([][]byte, writers)
+	for i := range lines {
+		lines[i] = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo"}}`, i)
+	}
+	before := writeCalls(t)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, line := range lines {
+		wg.Go(func() {
+			<-gate
+			if err := p.WriteMessage(context.Background(), line); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	writes := writeCalls(t) - before
+	readLines(t, p, nil, lines)
+	// The runtime checks its global queue, where the leader waits, once in
+	// 61 turns, so a batch can go out before every writer has joined it.
+	if writes > writers/8 {
+		t.Errorf("%d lines written at once took %d writes", writers, writes)
+	}
+	t.Logf("%d lines in %d writes", writers, writes)
+}
+
+// A batch the pipe takes only part of: the line cut short is finished by
+// its own caller once the child reads again, the lines after it go out
+// after it, and every line arrives whole, once.
+func TestGatheredLineCutShort(t *testing.T) {
+	p, size, resume := stoppedCat(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	// Leave two pages of room. The lines are 200 bytes with their
+	// newlines, so the room ends inside one.
+	const page = 4096
+	first := bytes.Repeat([]byte("a"), size-2*page-1)
+	if err := p.WriteMessage(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 64
+	lines := make([][]byte, writers)
+	for i := range lines {
+		lines[i] = fmt.Appendf(nil, "%03d%s", i, bytes.Repeat([]byte("x"), 196))
+	}
+	gate := make(chan struct{})
+	errs := make(chan error, writers)
+	for _, line := range lines {
+		go func() {
+			<-gate
+			errs <- p.WriteMessage(context.Background(), line)
+		}()
+	}
+	close(gate)
+	for i := 0; queued(t, p.stdin) < size; i++ {
+		if i == 1_000_000 {
+			t.Fatalf("the pipe holds %d of %d bytes: the lines did not go in in part", queued(t, p.stdin), size)
+		}
+		runtime.Gosched()
+	}
+	resume()
+	readLines(t, p, first, lines)
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// readLines reads first, when it is not nil, then the lines of rest, each
+// whole and once, in any order.
+func readLines(t *testing.T, p *Process, first []byte, rest [][]byte) {
+	t.Helper()
+	if first != nil {
+		got, err := p.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, first) {
+			t.Fatalf("the first line read is %d bytes (%.10q…), want the %d-byte line written first", len(got), got, len(first))
+		}
+	}
+	left := map[string]bool{}
+	for _, w := range rest {
+		left[string(w)] = true
+	}
+	for range rest {
+		got, err := p.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !left[string(got)] {
+			t.Fatalf("read a line that was not written, or twice: %.60q (%d bytes)", got, len(got))
+		}
+		delete(left, string(got))
+	}
+}
+
+// writeCalls is how many write system calls this process has made
+// (/proc/self/io).
+func writeCalls(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("syscw: ")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no syscw in /proc/self/io")
+	return 0
+}
+
+// BenchmarkWriteMessageTogether is small messages to the child's stdin
+// from 16 goroutines per thread at once, with the echoes drained: what
+// gathering lines into one write saves under load. writes/op is the write
+// system calls the whole test binary made per message.
+//
+//	go test -run '^$' -bench BenchmarkWriteMessageTogether -benchmem -cpu 1,2 ./stdio
+func BenchmarkWriteMessageTogether(b *testing.B) {
+	p, err := Start(Config{Path: "cat"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for {
+			if _, err := p.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello from the bench"}}}`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
+	b.SetParallelism(16)
+	before := writeCalls(b)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := p.WriteMessage(ctx, msg); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(writeCalls(b)-before)/float64(b.N), "writes/op")
+	p.Close()
+	<-drained
+}
