@@ -92,12 +92,12 @@ func (b *batch) outcome(start, end int) (sent, int) {
 
 // gather writes msg as part of a batch, and reports how far it got: the
 // part written of a line cut short (sentPart) is off bytes. A caller that
-// finds a batch open adds its line and waits for the leader's one write,
-// which never waits for room; nobody leads a batch for longer than that.
-// Otherwise it opens one and leads: it yields once first, so that the
-// goroutines ready to run (other calls on their way to the child) add
-// their lines. With one thread running Go code the runtime runs all of
-// them before the leader again, and they go out in one write.
+// finds a batch open with room for its line adds it and waits for the
+// leader's one write, which never waits for room, so no caller waits here
+// for longer than that. Otherwise it opens a batch and leads: it yields
+// once first, so that the goroutines ready to run (other calls on their
+// way to the child) add their lines. With one thread running Go code, the
+// runtime runs all of them before the leader again.
 func (p *Process) gather(msg []byte) (got sent, off int) {
 	p.gatherMu.Lock()
 	if b := p.open; b != nil && len(b.buf)+len(msg)+1 <= gatherMax {

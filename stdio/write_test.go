@@ -3,6 +3,7 @@ package stdio
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -87,6 +88,54 @@ func TestGatheredLineCutShort(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// Lines that find stdin held by a write waiting for room go after it,
+// each on its own: one whose ctx ends meanwhile is taken back, none of it
+// written, and the others go out whole once stdin is free.
+func TestGatheredLinesWaitForStdin(t *testing.T) {
+	p := start(t, child(t, "cat"))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	<-p.writeTok // a write that waits for room holds stdin
+	ctx, cancel := context.WithCancel(context.Background())
+	const writers = 8
+	var kept [][]byte
+	errs := make([]chan error, writers)
+	for i := range writers {
+		line := fmt.Appendf(nil, "line %d", i)
+		wctx := ctx
+		if i%2 == 0 {
+			wctx = context.Background()
+			kept = append(kept, line)
+		}
+		errs[i] = make(chan error, 1)
+		go func() { errs[i] <- p.WriteMessage(wctx, line) }()
+	}
+	// Yield until every writer has had its turn: the leader's batch found
+	// stdin held, and each writer waits for it alone. (Yielding less only
+	// tests less: what follows holds at any point.)
+	for range 100 {
+		runtime.Gosched()
+	}
+	cancel()
+	for i := 1; i < writers; i += 2 {
+		if err := <-errs[i]; !errors.Is(err, context.Canceled) {
+			t.Errorf("writer %d, its ctx cancelled while stdin was held: %v", i, err)
+		}
+	}
+	p.writeTok <- struct{}{}
+	for i := 0; i < writers; i += 2 {
+		if err := <-errs[i]; err != nil {
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	readLines(t, p, nil, kept)
+	if err := p.WriteMessage(context.Background(), []byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.ReadMessage(); err != nil || string(got) != "last" {
+		t.Fatalf("after the lines kept, read %q, %v; want the line written last (a line taken back was written)", got, err)
 	}
 }
 
