@@ -22,9 +22,11 @@ import (
 )
 
 // The stdio relay floor: the least any stdio-to-HTTP gateway must do for a
-// call. One child serves every client, so each call's id is replaced by one
-// of the relay's own on the way in and put back on the way out; each call
-// is one write to the child's stdin; one reader of its stdout, shared by
+// call, done the plainest way. One child serves every client, so each
+// call's id is replaced by one of the relay's own on the way in and put
+// back on the way out; each call is one write to the child's stdin (the
+// gateway gathers the lines of calls that arrive together into one write;
+// the floor does not); one reader of its stdout, shared by
 // all calls, hands each answer to the handler waiting for it. A call that
 // asks for progress (a progressToken, and an Accept that takes
 // text/event-stream) is answered with an SSE stream: each progress

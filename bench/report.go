@@ -209,8 +209,9 @@ func render(res results, concs []int, targets []target, ch chartSet) []byte {
 	}
 	p("\n")
 	if _, ok := sum[relayName]; ok {
-		p("The stdio relay floor (`bench relay`, `bench/relay.go`) is the least any stdio-to-HTTP gateway must do for a call,\n")
-		p("on net/http in front of the same child and sent exactly what the gateway is sent: one write to the child's stdin per call,\n")
+		p("The stdio relay floor (`bench relay`, `bench/relay.go`) is the least any stdio-to-HTTP gateway must do for a call, done the\n")
+		p("plainest way, on net/http in front of the same child and sent exactly what the gateway is sent: one write to the child's stdin\n")
+		p("per call (the gateway gathers the lines of calls that arrive together into one write, which wakes the child once for all),\n")
 		p("one read of its stdout shared by all calls, a goroutine woken with the answer, and the JSON-RPC id rewritten both ways\n")
 		p("(one child serves every client, so each call gets an id of the relay's own and the client's is put back); no logging,\n")
 		p("metrics, auth or limits. (A call that asks for progress gets an SSE stream, and a client that leaves a `notifications/cancelled`:\n")
