@@ -47,6 +47,14 @@ type (
 	// goroutine that learns of it, rather than on a new one that the
 	// scheduler may run only after the client's side has been dealt with.
 	TryWriter interface{ TryWriteMessage(msg []byte) bool }
+	// Gatherer is a transport that can hold a message back for a moment
+	// so that messages written at about the same time go out together.
+	// The bridge writes a request this way when other calls are pending
+	// on the child, so that more are likely on their way; a call on its
+	// own is written at once.
+	Gatherer interface {
+		GatherMessage(ctx context.Context, msg []byte) error
+	}
 	// Killer is a transport that can stop a child at once, for a child too
 	// wedged to stop politely. Kill also does what Close does.
 	Killer interface{ Kill() error }

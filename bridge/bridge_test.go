@@ -43,6 +43,43 @@ func TestIDsAreRewrittenAndRestored(t *testing.T) {
 	}
 }
 
+// A request is written at once when it is the child's only call, and
+// through GatherMessage, to go out with others', when calls are pending
+// on the child beside it.
+func TestRequestsGatherBesideOthers(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	start := func(id int) (*call, int64) {
+		c := w.call(context.Background(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo"}}`, id))
+		gw, _ := child.expect("tools/call").IDInt()
+		return c, gw
+	}
+	answer := func(c *call, gw int64) {
+		t.Helper()
+		child.send(`{"jsonrpc":"2.0","id":%d,"result":{}}`, gw)
+		if _, err := c.wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, gw1 := start(1)
+	tr := w.currentChild().t.(*pipeTransport)
+	if n := tr.gathered.Load(); n != 0 {
+		t.Errorf("the child's only call was written through GatherMessage (%d)", n)
+	}
+	second, gw2 := start(2)
+	if n := tr.gathered.Load(); n != 1 {
+		t.Errorf("a call beside a pending one: %d writes through GatherMessage, want 1", n)
+	}
+	answer(first, gw1)
+	answer(second, gw2)
+	third, gw3 := start(3)
+	answer(third, gw3)
+	if n := tr.gathered.Load(); n != 1 {
+		t.Errorf("a call alone again after the others were answered: %d writes through GatherMessage, want still 1", n)
+	}
+}
+
 // 64 callers at once, with ids that collide across callers, each get their
 // own answer even when the child answers out of order; the child sees 64
 // distinct ids.

@@ -99,15 +99,16 @@ func (ch *child) pendingCount() int {
 	return n
 }
 
-// register adds an exchange unless the child's service has ended.
-func (ch *child) register(ex *exchange) error {
+// register adds an exchange unless the child's service has ended, and
+// reports how many others are pending beside it.
+func (ch *child) register(ex *exchange) (others int, err error) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.ended != nil {
-		return ch.ended
+		return 0, ch.ended
 	}
 	ch.pending[ex.id] = ex
-	return nil
+	return len(ch.pending) - 1, nil
 }
 
 // retire takes an exchange out of the pending table, so that a late answer

@@ -53,7 +53,8 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 	defer ch.b.freeLineBuf(buf)
 	line := c.appendLine((*buf)[:0], ex.id, set)
 	*buf = line // grown, for the next line
-	if err := ch.register(ex); err != nil {
+	others, err := ch.register(ex)
+	if err != nil {
 		e := notRunning(err)
 		c.abort(e, "")
 		return e
@@ -64,7 +65,11 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 		ch.retire(ex)
 		return c.endedBefore(ctx)
 	}
-	err := ch.t.WriteMessage(ctx, line)
+	if g, ok := ch.t.(Gatherer); ok && others > 0 {
+		err = g.GatherMessage(ctx, line)
+	} else {
+		err = ch.t.WriteMessage(ctx, line)
+	}
 	if ch.log.Enabled(ex.ctx, slog.LevelDebug) {
 		ch.log.DebugContext(ex.logCtx(), "to child", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "size", len(line), "err", err)
 	}

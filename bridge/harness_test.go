@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ type pipeTransport struct {
 	maxLine  int
 	closeOne sync.Once
 	closed   chan struct{}
+	gathered atomic.Int32 // GatherMessage calls
 }
 
 // tooLong mimics the stdio reader's error for a line over the limit.
@@ -77,6 +79,13 @@ func (p *pipeTransport) WriteMessage(ctx context.Context, msg []byte) error {
 	// Like stdio after its first byte: the write is finished whatever ctx does.
 	_, err := p.w.Write(append(msg[:len(msg):len(msg)], '\n'))
 	return err
+}
+
+// GatherMessage writes at once, as WriteMessage does, and counts the call:
+// the bridge asks for it only with other calls pending on the child.
+func (p *pipeTransport) GatherMessage(ctx context.Context, msg []byte) error {
+	p.gathered.Add(1)
+	return p.WriteMessage(ctx, msg)
 }
 
 func (p *pipeTransport) Close() error {

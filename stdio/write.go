@@ -16,11 +16,23 @@ import (
 // never interleaved with another message. ctx can abandon the write only
 // before its first byte is out; after that the line is finished or stdin is
 // declared broken, because half a line would corrupt every later message.
-//
-// Lines written at about the same time go out together in one write (see
-// gather): a write to a pipe costs about as much as the gateway's own work
-// on a small call, mostly in waking the child.
+// It writes at once, with the lines of any GatherMessage waiting then.
 func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
+	return p.write(ctx, msg, false)
+}
+
+// GatherMessage is WriteMessage for a caller that expects others to write
+// at about the same time (calls in flight on the child): its line waits
+// for the goroutines ready to run to add theirs, and they go out together
+// in one write, which wakes the child once for all of them. A write to a
+// pipe costs about as much as the gateway's own work on a small call,
+// mostly in waking the child. The wait is one turn of the goroutines ready
+// to run (see gather); a caller on its own should not take it.
+func (p *Process) GatherMessage(ctx context.Context, msg []byte) error {
+	return p.write(ctx, msg, true)
+}
+
+func (p *Process) write(ctx context.Context, msg []byte, wait bool) error {
 	if bytes.IndexByte(msg, '\n') >= 0 {
 		return ErrNewline
 	}
@@ -28,7 +40,7 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 		return err // select below would pick at random when both are ready
 	}
 	if len(msg) < gatherMax {
-		switch got, off := p.gather(msg); got {
+		switch got, off := p.gather(msg, wait); got {
 		case sentWhole:
 			return nil
 		case sentPart:
@@ -40,7 +52,9 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 			if p.writeErr != nil {
 				return p.writeErr
 			}
-			return p.finish(ctx, msg, -1)
+			// A pipe takes a write of up to PIPE_BUF whole or not at all,
+			// so this line alone may fit where the batch did not.
+			return p.finish(ctx, msg, 0)
 		}
 	}
 	select {
@@ -93,12 +107,16 @@ func (b *batch) outcome(start, end int) (sent, int) {
 // gather writes msg as part of a batch, and reports how far it got: the
 // part written of a line cut short (sentPart) is off bytes. A caller that
 // finds a batch open with room for its line adds it and waits for the
-// leader's one write, which never waits for room, so no caller waits here
-// for longer than that. Otherwise it opens a batch and leads: it yields
-// once first, so that the goroutines ready to run (other calls on their
-// way to the child) add their lines. With one thread running Go code, the
-// runtime runs all of them before the leader again.
-func (p *Process) gather(msg []byte) (got sent, off int) {
+// leader's one write, which never waits for room. Otherwise it opens a
+// batch and leads. When wait is set, the leader yields once before it
+// writes, so that the goroutines ready to run (other calls on their way to
+// the child) add their lines: the yield puts it on the runtime's global
+// run queue, which a thread serves once its own queue is empty (or once in
+// 61 turns), so with one thread running Go code they mostly all run before
+// it again. Each of them runs until it blocks or its time slice (10 ms)
+// ends, so a goroutine that computes for long holds the write up: a
+// caller on its own never sets wait.
+func (p *Process) gather(msg []byte, wait bool) (got sent, off int) {
 	p.gatherMu.Lock()
 	if b := p.open; b != nil && len(b.buf)+len(msg)+1 <= gatherMax {
 		start := len(b.buf)
@@ -121,7 +139,9 @@ func (p *Process) gather(msg []byte) (got sent, off int) {
 	}
 	p.gatherMu.Unlock()
 
-	runtime.Gosched()
+	if wait {
+		runtime.Gosched()
+	}
 
 	p.gatherMu.Lock()
 	if p.open == b {
@@ -136,8 +156,9 @@ func (p *Process) gather(msg []byte) (got sent, off int) {
 			b.written = p.tryWrite(b.buf)
 		}
 	default:
-		// A write that waits for room holds stdin: the lines go after it,
-		// each on its own.
+		// Another write holds stdin, which may be waiting for room: the
+		// lines go after it, each on its own and each with its caller's
+		// ctx.
 	}
 	end := len(msg) + 1
 	got, off = b.outcome(0, end)
@@ -168,18 +189,15 @@ func (p *Process) gather(msg []byte) (got sent, off int) {
 	return got, off
 }
 
-// finish writes msg, of which off bytes are out already; -1 means a try
-// without waiting has just found no room. The caller holds writeTok.
+// finish writes msg, of which off bytes are out already. The caller holds
+// writeTok.
 func (p *Process) finish(ctx context.Context, msg []byte, off int) error {
 	// Write in pieces so that the stall limit measures progress, not the
 	// time a large message takes to go through a slow reader. The newline
 	// travels with the last piece, so a message of up to one piece is one
 	// write; off passes len(msg) once the newline is out.
 	const piece = 64 << 10
-	switch {
-	case off < 0:
-		off = 0
-	case off == 0 && len(msg) < piece:
+	if off == 0 && len(msg) < piece {
 		// Most messages fit in the pipe at once: one try that never waits
 		// spares the deadline and the watch on ctx below.
 		p.scratch = append(append(p.scratch[:0], msg...), '\n')

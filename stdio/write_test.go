@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -32,7 +33,7 @@ func TestLinesGoOutTogether(t *testing.T) {
 	for _, line := range lines {
 		wg.Go(func() {
 			<-gate
-			if err := p.WriteMessage(context.Background(), line); err != nil {
+			if err := p.GatherMessage(context.Background(), line); err != nil {
 				t.Error(err)
 			}
 		})
@@ -49,14 +50,60 @@ func TestLinesGoOutTogether(t *testing.T) {
 	t.Logf("%d lines in %d writes", writers, writes)
 }
 
-// A batch the pipe takes only part of: the line cut short is finished by
+// WriteMessage, for a caller on its own, writes at once: it never gives
+// way to the goroutines ready to run, which may compute for a while. With
+// one thread running Go code, a goroutine made ready just before the
+// write runs only after it. (The thread can lose its turn in the system
+// call on a busy machine; one try in ten is enough to show no yield.)
+func TestWriteAloneDoesNotWait(t *testing.T) {
+	p := start(t, child(t, "cat"))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	before := 0
+	for range 10 {
+		var ran atomic.Bool
+		done := make(chan struct{})
+		go func() {
+			ran.Store(true)
+			close(done)
+		}()
+		if err := p.WriteMessage(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+		if !ran.Load() {
+			before++
+		}
+		<-done
+		if got, err := p.ReadMessage(); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("read %q, %v", got, err)
+		}
+	}
+	if before == 0 {
+		t.Error("in each of 10 tries a goroutine made ready before a lone write ran before the write returned")
+	}
+}
+
+// A batch the pipe takes only part of: a line cut short is finished by
 // its own caller once the child reads again, the lines after it go out
-// after it, and every line arrives whole, once.
+// after it, and every line arrives whole, once. The room left ends inside
+// a line, exactly between two, and just before a line's newline.
 func TestGatheredLineCutShort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int // each line's, with its newline
+	}{
+		{"inside a line", 200},     // 8192 = 40 lines and 192 bytes
+		{"between lines", 1024},    // 8 lines
+		{"before a newline", 2731}, // 3 lines but the last newline
+	} {
+		t.Run(tc.name, func(t *testing.T) { cutShort(t, tc.size) })
+	}
+}
+
+func cutShort(t *testing.T, lineSize int) {
 	p, size, resume := stoppedCat(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	// Leave two pages of room. The lines are 200 bytes with their
-	// newlines, so the room ends inside one.
+	// Leave two pages of room.
 	const page = 4096
 	first := bytes.Repeat([]byte("a"), size-2*page-1)
 	if err := p.WriteMessage(context.Background(), first); err != nil {
@@ -65,14 +112,14 @@ func TestGatheredLineCutShort(t *testing.T) {
 	const writers = 64
 	lines := make([][]byte, writers)
 	for i := range lines {
-		lines[i] = fmt.Appendf(nil, "%03d%s", i, bytes.Repeat([]byte("x"), 196))
+		lines[i] = fmt.Appendf(nil, "%03d%s", i, bytes.Repeat([]byte("x"), lineSize-4))
 	}
 	gate := make(chan struct{})
 	errs := make(chan error, writers)
 	for _, line := range lines {
 		go func() {
 			<-gate
-			errs <- p.WriteMessage(context.Background(), line)
+			errs <- p.GatherMessage(context.Background(), line)
 		}()
 	}
 	close(gate)
@@ -110,7 +157,7 @@ func TestGatheredLinesWaitForStdin(t *testing.T) {
 			kept = append(kept, line)
 		}
 		errs[i] = make(chan error, 1)
-		go func() { errs[i] <- p.WriteMessage(wctx, line) }()
+		go func() { errs[i] <- p.GatherMessage(wctx, line) }()
 	}
 	// Yield until every writer has had its turn: the leader's batch found
 	// stdin held, and each writer waits for it alone. (Yielding less only
@@ -189,13 +236,13 @@ func writeCalls(t testing.TB) int {
 	return 0
 }
 
-// BenchmarkWriteMessageTogether is small messages to the child's stdin
-// from 16 goroutines per thread at once, with the echoes drained: what
+// BenchmarkGatherMessage is small messages to the child's stdin from 16
+// goroutines per thread at once, with the echoes drained: what
 // gathering lines into one write saves under load. writes/op is the write
 // system calls the whole test binary made per message.
 //
-//	go test -run '^$' -bench BenchmarkWriteMessageTogether -benchmem -cpu 1,2 ./stdio
-func BenchmarkWriteMessageTogether(b *testing.B) {
+//	go test -run '^$' -bench BenchmarkGatherMessage -benchmem -cpu 1,2 ./stdio
+func BenchmarkGatherMessage(b *testing.B) {
 	p, err := Start(Config{Path: "cat"})
 	if err != nil {
 		b.Fatal(err)
@@ -217,7 +264,7 @@ func BenchmarkWriteMessageTogether(b *testing.B) {
 	before := writeCalls(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := p.WriteMessage(ctx, msg); err != nil {
+			if err := p.GatherMessage(ctx, msg); err != nil {
 				b.Error(err)
 				return
 			}

@@ -32,14 +32,16 @@ import (
 const version = "0.1.0"
 
 // The bridge serves a child through these: what stdio.Process offers decides
-// how a wedged child is killed, when a broken pipe ends a child, and how
-// the child's questions that come together are batched. A rename in
+// how a wedged child is killed, when a broken pipe ends a child, how the
+// child's questions that come together are batched, and whether requests
+// that come together go out in one write. A rename in
 // either package must not change that silently.
 var (
 	_ bridge.Transport      = (*stdio.Process)(nil)
 	_ bridge.Breaker        = (*stdio.Process)(nil)
 	_ bridge.Bufferer       = (*stdio.Process)(nil)
 	_ bridge.TryWriter      = (*stdio.Process)(nil)
+	_ bridge.Gatherer       = (*stdio.Process)(nil)
 	_ bridge.Killer         = (*stdio.Process)(nil)
 	_ bridge.Pider          = (*stdio.Process)(nil)
 	_ bridge.SkippedMessage = (*stdio.TooLongError)(nil)
