@@ -37,9 +37,10 @@ type Options struct {
 	Logger *slog.Logger // nil: slog.Default()
 
 	// The tests': adjusted is told of each percent set, at each
-	// collection; collected, of each cleanup once it is done, the floor
+	// collection, with the count of collections ended when the heap was
+	// read for it; collected, of each cleanup once it is done, the floor
 	// stopped or not.
-	adjusted  func(percent int)
+	adjusted  func(percent int, cycles uint64)
 	collected func()
 }
 
@@ -62,12 +63,13 @@ const (
 	liveMetric  = "/gc/heap/live:bytes"    // what the last collection marked
 	stackMetric = "/gc/scan/stack:bytes"   // the stacks it scanned
 	globMetric  = "/gc/scan/globals:bytes" // the globals it scans
+	cycleMetric = "/gc/cycles/total:gc-cycles"
 )
 
 type floor struct {
 	bytes     uint64
 	base      int // the runtime's percent when Start began (GOGC, or 100)
-	adjusted  func(int)
+	adjusted  func(int, uint64)
 	collected func()
 
 	mu      sync.Mutex // a cleanup runs on a goroutine of the runtime's, beside stop
@@ -85,13 +87,13 @@ func Start(opts Options) (stop func()) {
 		opts.Logger = slog.Default()
 	}
 	if opts.adjusted == nil {
-		opts.adjusted = func(int) {}
+		opts.adjusted = func(int, uint64) {}
 	}
 	if opts.collected == nil {
 		opts.collected = func() {}
 	}
 	f := &floor{bytes: opts.Floor, adjusted: opts.adjusted, collected: opts.collected, samples: []metrics.Sample{
-		{Name: gogcMetric}, {Name: liveMetric}, {Name: stackMetric}, {Name: globMetric},
+		{Name: gogcMetric}, {Name: liveMetric}, {Name: stackMetric}, {Name: globMetric}, {Name: cycleMetric},
 	}}
 	metrics.Read(f.samples)
 	f.base = int(int64(f.samples[0].Value.Uint64()))
@@ -132,8 +134,11 @@ func (f *floor) cleanup() {
 	if f.stopped {
 		return
 	}
-	f.adjust()
+	// Armed first: a collection that begins once the percent is set then
+	// finds the next object already made, and unreachable. One made while
+	// a collection marks lives through it.
 	f.arm()
+	f.adjust()
 }
 
 // adjust sets the percent for what the last collection found. f.mu is held.
@@ -146,7 +151,7 @@ func (f *floor) adjust() {
 		debug.SetGCPercent(p)
 		f.set = p
 	}
-	f.adjusted(p)
+	f.adjusted(p, f.samples[4].Value.Uint64())
 }
 
 // percentFor is the percent that puts the runtime's next goal, marked +
