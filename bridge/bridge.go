@@ -48,10 +48,11 @@ type (
 	// scheduler may run only after the client's side has been dealt with.
 	TryWriter interface{ TryWriteMessage(msg []byte) bool }
 	// Gatherer is a transport that can hold a message back for a moment
-	// so that messages written at about the same time go out together.
-	// The bridge writes a request this way when other calls are pending
-	// on the child, so that more are likely on their way; a call on its
-	// own is written at once.
+	// (one turn of the goroutines ready to run) so that messages written
+	// at about the same time go out together. The bridge writes a request
+	// this way when other calls (not listens, not its own) are pending on
+	// the child, so that more are likely on their way; a call on its own,
+	// and every other message, is written at once.
 	Gatherer interface {
 		GatherMessage(ctx context.Context, msg []byte) error
 	}

@@ -80,6 +80,31 @@ func TestRequestsGatherBesideOthers(t *testing.T) {
 	}
 }
 
+// A listen pending on a modern child, open for as long as its client
+// stays, is no sign of calls arriving together: a call beside it alone is
+// written at once.
+func TestRequestsBesideAListenAreWrittenAtOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	child := w.child()
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	listen(t, w, ctx, `"l"`, `{"toolsListChanged":true}`)
+	child.expect("subscriptions/listen")
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`), listenCaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, _ := child.expect("tools/call").IDInt()
+	if n := w.currentChild().t.(*pipeTransport).gathered.Load(); n != 0 {
+		t.Errorf("a call beside a listen alone: %d writes through GatherMessage, want 0", n)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%d,"result":{}}`, gw)
+	if _, err := c.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // 64 callers at once, with ids that collide across callers, each get their
 // own answer even when the child answers out of order; the child sees 64
 // distinct ids.

@@ -27,6 +27,7 @@ type child struct {
 
 	mu         sync.Mutex
 	pending    map[int64]*exchange
+	calls      int             // the pending exchanges that are calls, as opposed to listens and the gateway's own (see register)
 	ended      error           // why the child's service ended; nil while it serves
 	listeners  []*call         // listens built on a legacy child
 	subscribed map[string]int  // a legacy child's resources with listeners, by listener count
@@ -100,7 +101,9 @@ func (ch *child) pendingCount() int {
 }
 
 // register adds an exchange unless the child's service has ended, and
-// reports how many others are pending beside it.
+// reports how many other calls are pending beside it: a sign that more are
+// on their way. A listen, open for as long as its client stays, and the
+// gateway's own exchanges are no such sign.
 func (ch *child) register(ex *exchange) (others int, err error) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -108,7 +111,22 @@ func (ch *child) register(ex *exchange) (others int, err error) {
 		return 0, ch.ended
 	}
 	ch.pending[ex.id] = ex
-	return len(ch.pending) - 1, nil
+	others = ch.calls
+	if ex.isCall() {
+		ch.calls++
+	}
+	return others, nil
+}
+
+// isCall reports whether ex counts among the calls in flight (see register).
+func (ex *exchange) isCall() bool { return !ex.internal && ex.method != mcp.MethodListen }
+
+// forget takes ex out of the pending table; ch.mu is held.
+func (ch *child) forget(ex *exchange) {
+	delete(ch.pending, ex.id)
+	if ex.isCall() {
+		ch.calls--
+	}
 }
 
 // retire takes an exchange out of the pending table, so that a late answer
@@ -120,7 +138,7 @@ func (ch *child) retire(ex *exchange) bool {
 	if ch.pending[ex.id] != ex {
 		return false
 	}
-	delete(ch.pending, ex.id)
+	ch.forget(ex)
 	return true
 }
 
@@ -129,7 +147,9 @@ func (ch *child) take(id int64) *exchange {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	ex := ch.pending[id]
-	delete(ch.pending, id)
+	if ex != nil {
+		ch.forget(ex)
+	}
 	return ex
 }
 
@@ -168,9 +188,9 @@ func (ch *child) takeAll(why error) ([]*exchange, error) {
 		ch.b.stateChanged() // the worker is not ready any more
 	}
 	all := make([]*exchange, 0, len(ch.pending))
-	for id, ex := range ch.pending {
+	for _, ex := range ch.pending {
 		all = append(all, ex)
-		delete(ch.pending, id)
+		ch.forget(ex)
 	}
 	return all, ch.ended
 }

@@ -59,7 +59,8 @@ func (c *Config) defaults() {
 }
 
 // Process is a running child. ReadMessage must be called from one goroutine
-// only; WriteMessage and Close are safe for concurrent use.
+// only; WriteMessage, GatherMessage, TryWriteMessage and Close are safe for
+// concurrent use.
 type Process struct {
 	cfg   Config
 	cmd   *exec.Cmd

@@ -16,7 +16,7 @@ import (
 // never interleaved with another message. ctx can abandon the write only
 // before its first byte is out; after that the line is finished or stdin is
 // declared broken, because half a line would corrupt every later message.
-// It writes at once, with the lines of any GatherMessage waiting then.
+// It writes at once: it never waits for lines that GatherMessage gathers.
 func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 	return p.write(ctx, msg, false)
 }
@@ -27,7 +27,8 @@ func (p *Process) WriteMessage(ctx context.Context, msg []byte) error {
 // in one write, which wakes the child once for all of them. A write to a
 // pipe costs about as much as the gateway's own work on a small call,
 // mostly in waking the child. The wait is one turn of the goroutines ready
-// to run (see gather); a caller on its own should not take it.
+// to run, which is long when some of them compute (see gather): a caller
+// on its own should not take it.
 func (p *Process) GatherMessage(ctx context.Context, msg []byte) error {
 	return p.write(ctx, msg, true)
 }
@@ -39,8 +40,8 @@ func (p *Process) write(ctx context.Context, msg []byte, wait bool) error {
 	if err := ctx.Err(); err != nil {
 		return err // select below would pick at random when both are ready
 	}
-	if len(msg) < gatherMax {
-		switch got, off := p.gather(msg, wait); got {
+	if wait && len(msg) < gatherMax {
+		switch got, off := p.gather(msg); got {
 		case sentWhole:
 			return nil
 		case sentPart:
@@ -108,15 +109,15 @@ func (b *batch) outcome(start, end int) (sent, int) {
 // part written of a line cut short (sentPart) is off bytes. A caller that
 // finds a batch open with room for its line adds it and waits for the
 // leader's one write, which never waits for room. Otherwise it opens a
-// batch and leads. When wait is set, the leader yields once before it
-// writes, so that the goroutines ready to run (other calls on their way to
-// the child) add their lines: the yield puts it on the runtime's global
-// run queue, which a thread serves once its own queue is empty (or once in
-// 61 turns), so with one thread running Go code they mostly all run before
-// it again. Each of them runs until it blocks or its time slice (10 ms)
-// ends, so a goroutine that computes for long holds the write up: a
-// caller on its own never sets wait.
-func (p *Process) gather(msg []byte, wait bool) (got sent, off int) {
+// batch and leads: it yields once before it writes, so that the goroutines
+// ready to run (other calls on their way to the child) add their lines.
+// The yield puts it on the runtime's global run queue, which a thread
+// serves once its own queue is empty (or once in 61 turns), so with one
+// thread running Go code they mostly all run before it again. Each of
+// them runs until it blocks or its time slice (10 ms) ends, so one that
+// computes for long holds the write up. A caller whose line does not fit
+// in the batch open writes its own at once.
+func (p *Process) gather(msg []byte) (got sent, off int) {
 	p.gatherMu.Lock()
 	if b := p.open; b != nil && len(b.buf)+len(msg)+1 <= gatherMax {
 		start := len(b.buf)
@@ -134,12 +135,13 @@ func (p *Process) gather(msg []byte, wait bool) (got sent, off int) {
 		b = new(batch)
 	}
 	b.buf = append(append(b.buf[:0], msg...), '\n')
-	if p.open == nil {
+	opened := p.open == nil
+	if opened {
 		p.open = b
 	}
 	p.gatherMu.Unlock()
 
-	if wait {
+	if opened {
 		runtime.Gosched()
 	}
 
