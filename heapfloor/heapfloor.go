@@ -39,9 +39,12 @@ type Options struct {
 	// The tests': adjusted is told of each percent set, at each
 	// collection, with the count of collections ended when the heap was
 	// read for it; collected, of each cleanup once it is done, the floor
-	// stopped or not.
+	// stopped or not; stopping, as the floor stops. All three are called
+	// with the floor's lock held, so a test can tell what came after the
+	// stop from what came before it.
 	adjusted  func(percent int, cycles uint64)
 	collected func()
+	stopping  func()
 }
 
 // runtimeHeapMinimum is the runtime's least goal at GOGC=100, which it
@@ -71,6 +74,7 @@ type floor struct {
 	base      int // the runtime's percent when Start began (GOGC, or 100)
 	adjusted  func(int, uint64)
 	collected func()
+	stopping  func()
 
 	mu      sync.Mutex // a cleanup runs on a goroutine of the runtime's, beside stop
 	stopped bool
@@ -92,7 +96,10 @@ func Start(opts Options) (stop func()) {
 	if opts.collected == nil {
 		opts.collected = func() {}
 	}
-	f := &floor{bytes: opts.Floor, adjusted: opts.adjusted, collected: opts.collected, samples: []metrics.Sample{
+	if opts.stopping == nil {
+		opts.stopping = func() {}
+	}
+	f := &floor{bytes: opts.Floor, adjusted: opts.adjusted, collected: opts.collected, stopping: opts.stopping, samples: []metrics.Sample{
 		{Name: gogcMetric}, {Name: liveMetric}, {Name: stackMetric}, {Name: globMetric}, {Name: cycleMetric},
 	}}
 	metrics.Read(f.samples)
@@ -177,6 +184,7 @@ func (f *floor) stop() {
 		return
 	}
 	f.stopped = true
+	f.stopping()
 	debug.SetGCPercent(f.base)
 	f.set = f.base
 }

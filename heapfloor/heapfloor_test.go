@@ -42,28 +42,50 @@ type adjustment struct {
 	cycles  uint64
 }
 
-// start is Start with a channel told of each adjustment and one of each
-// cleanup.
-func start(t *testing.T, floor uint64) (adjusted <-chan adjustment, cleanups <-chan struct{}, stop func()) {
+// probe is what a test sees of a floor it started: each adjustment and
+// each cleanup, those after the stop apart from those before it.
+type probe struct {
+	adjusted, lateAdjusted chan adjustment
+	cleanups, lateCleanups chan struct{}
+	stop                   func()
+}
+
+// start is Start with a probe.
+func start(t *testing.T, floor uint64) *probe {
 	t.Helper()
-	ch := make(chan adjustment, 64)
-	cl := make(chan struct{}, 64)
-	stop = Start(Options{Floor: floor, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		adjusted: func(p int, cycles uint64) {
-			select {
-			case ch <- adjustment{p, cycles}:
-			default: // a test that stopped reading does not hold up the cleanups
-			}
+	p := &probe{
+		adjusted: make(chan adjustment, 64), lateAdjusted: make(chan adjustment, 64),
+		cleanups: make(chan struct{}, 64), lateCleanups: make(chan struct{}, 64),
+	}
+	// The hooks run with the floor's lock held, stopping's too: stopped
+	// needs no lock of its own, and each hook sees whether the stop came
+	// before it.
+	stopped := false
+	p.stop = Start(Options{Floor: floor, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		adjusted: func(percent int, cycles uint64) {
+			trySend(pick(stopped, p.adjusted, p.lateAdjusted), adjustment{percent, cycles})
 		},
-		collected: func() {
-			select {
-			case cl <- struct{}{}:
-			default:
-			}
-		},
+		collected: func() { trySend(pick(stopped, p.cleanups, p.lateCleanups), struct{}{}) },
+		stopping:  func() { stopped = true },
 	})
-	t.Cleanup(stop)
-	return ch, cl, stop
+	t.Cleanup(p.stop)
+	return p
+}
+
+func pick[T any](late bool, before, after chan T) chan T {
+	if late {
+		return after
+	}
+	return before
+}
+
+// trySend never blocks: a test that stopped reading does not hold up the
+// cleanups.
+func trySend[T any](ch chan T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
 }
 
 // collect runs a collection and returns the percent the cleanup after it
@@ -105,9 +127,9 @@ func TestTheGoalIsTheFloorWhileTheHeapIsSmall(t *testing.T) {
 		t.Skipf("the test's heap is %d bytes already", live)
 	}
 	base := gcPercent()
-	adjusted, _, _ := start(t, floor)
+	fl := start(t, floor)
 	for range 3 {
-		p := collect(t, adjusted)
+		p := collect(t, fl.adjusted)
 		if p <= base {
 			t.Fatalf("percent %d with %d bytes live, want more than the runtime's %d", p, read(liveMetric), base)
 		}
@@ -125,12 +147,12 @@ func TestTheGoalIsTheFloorWhileTheHeapIsSmall(t *testing.T) {
 func TestALargeHeapGetsTheRuntimesPace(t *testing.T) {
 	const floor = 16 << 20
 	base := gcPercent()
-	adjusted, _, _ := start(t, floor)
+	fl := start(t, floor)
 	big := make([]byte, 4*floor)
 	for i := range big {
 		big[i] = byte(i) // pages the heap really holds
 	}
-	if p := collect(t, adjusted); p != base {
+	if p := collect(t, fl.adjusted); p != base {
 		t.Errorf("percent %d with %d bytes live, want the runtime's %d", p, read(liveMetric), base)
 	}
 	if goal, live := read("/gc/heap/goal:bytes"), read(liveMetric); goal < live+live*uint64(base)/100 {
@@ -138,7 +160,7 @@ func TestALargeHeapGetsTheRuntimesPace(t *testing.T) {
 	}
 	runtime.KeepAlive(big)
 	big = nil
-	if p := collect(t, adjusted); p <= base {
+	if p := collect(t, fl.adjusted); p <= base {
 		t.Errorf("percent %d once the large heap was garbage, want more than the runtime's %d", p, base)
 	}
 }
@@ -147,30 +169,25 @@ func TestALargeHeapGetsTheRuntimesPace(t *testing.T) {
 // it changes nothing and arms no other.
 func TestStopGivesThePercentBack(t *testing.T) {
 	base := gcPercent()
-	adjusted, cleanups, stop := start(t, 64<<20)
-	if p := collect(t, adjusted); p == base {
+	fl := start(t, 64<<20)
+	if p := collect(t, fl.adjusted); p == base {
 		t.Fatalf("the floor did not move the percent from %d", base)
 	}
-	for len(cleanups) > 0 {
-		<-cleanups
-	}
-	stop()
-	stop() // twice is harmless
+	fl.stop()
+	fl.stop() // twice is harmless
 	if got := gcPercent(); got != base {
 		t.Fatalf("percent %d after stop, want the runtime's %d", got, base)
 	}
-	// One sentinel is armed at a time: the next cleanup is the last.
+	// One sentinel is armed at a time: its cleanup, the first after the
+	// stop, is the last.
 	runtime.GC()
 	select {
-	case <-cleanups:
+	case <-fl.lateCleanups:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the floor's cleanup did not run within 10s of a collection")
 	}
 	if got := gcPercent(); got != base {
 		t.Errorf("percent %d after the cleanup that followed stop, want %d", got, base)
-	}
-	if len(adjusted) > 0 {
-		t.Errorf("adjusted to %d after stop", (<-adjusted).percent)
 	}
 	runtime.GC()
 	runtime.GC()
@@ -184,7 +201,10 @@ func TestStopGivesThePercentBack(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a cleanup did not run within 10s of a collection")
 	}
-	if len(cleanups) > 0 {
+	if len(fl.lateAdjusted) > 0 {
+		t.Errorf("adjusted to %d after stop", (<-fl.lateAdjusted).percent)
+	}
+	if len(fl.lateCleanups) > 0 {
 		t.Error("the floor armed another cleanup after stop")
 	}
 }
@@ -206,13 +226,13 @@ func TestNothingToDo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			debug.SetGCPercent(tc.percent)
 			defer debug.SetGCPercent(base)
-			adjusted, _, stop := start(t, tc.floor)
-			stop()
+			fl := start(t, tc.floor)
+			fl.stop()
 			if got := gcPercent(); got != tc.percent {
 				t.Errorf("percent %d, want %d", got, tc.percent)
 			}
-			if len(adjusted) > 0 {
-				t.Errorf("adjusted to %d", (<-adjusted).percent)
+			if n := len(fl.adjusted) + len(fl.lateAdjusted); n > 0 {
+				t.Errorf("adjusted %d times", n)
 			}
 		})
 	}
