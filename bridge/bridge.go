@@ -216,9 +216,9 @@ type Bridge struct {
 	changed  atomic.Pointer[chan struct{}] // closed when the status may have changed; nil while nobody is in Await
 
 	mu      sync.Mutex
-	waiting int           // calls in the queue
+	queue   []*queued     // calls waiting for a slot, longest waiting first
 	listens int           // open listens, across workers
-	freed   chan struct{} // closed when a slot frees up or the state changes; nil while nobody waits for that
+	freed   chan struct{} // closed when a slot frees up or the state changes; nil while nobody waits for that (see Drain)
 	closed  bool
 	drain   bool // no new calls; those in flight may finish (see Drain)
 	next    int  // where the search for the least loaded worker starts, for fair ties
@@ -407,7 +407,7 @@ func (b *Bridge) Stats() Stats {
 	for _, w := range b.workers {
 		st.InFlight += w.active
 	}
-	st.Queued = b.waiting
+	st.Queued = len(b.queue)
 	st.Listens = b.listens
 	return st
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,7 @@ func (s *slot) release() {
 		return
 	}
 	s.w.active--
+	b.grantLocked()
 	b.broadcastLocked()
 }
 
@@ -108,52 +110,94 @@ func (b *Bridge) listen(ctx context.Context, req *mcp.Request, caller Caller) (C
 }
 
 // acquire takes a slot on the least loaded worker that has one, waiting in
-// the queue while none has.
+// the queue while none has. The queue is first come, first served: a freed
+// slot is handed to the call that has waited longest (see grantLocked),
+// which wakes that one call alone, and a call arriving meanwhile cannot
+// take it first.
 func (b *Bridge) acquire(ctx context.Context) (*worker, *slot, error) {
-	var timeout <-chan time.Time
 	b.mu.Lock()
-	for {
-		if b.closed || b.drain {
-			b.mu.Unlock()
-			return nil, nil, errShutdown()
-		}
+	if b.closed || b.drain {
+		b.mu.Unlock()
+		return nil, nil, errShutdown()
+	}
+	if len(b.queue) == 0 {
 		if w := b.pickLocked(true); w != nil {
 			w.active++
 			b.mu.Unlock()
 			return w, &slot{b: b, w: w}, nil
 		}
-		if b.waiting >= b.opts.QueueSize {
-			b.mu.Unlock()
-			return nil, nil, errOverloaded(fmt.Sprintf("every worker has %d calls in flight and %d calls are waiting; try again later", b.opts.MaxInFlight, b.waiting))
-		}
-		if timeout == nil {
-			t := time.NewTimer(b.opts.QueueTimeout)
-			defer t.Stop()
-			timeout = t.C
-		}
-		b.waiting++
-		freed := b.freedLocked()
+	}
+	if len(b.queue) >= b.opts.QueueSize {
+		n := len(b.queue)
 		b.mu.Unlock()
-		var err error
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-timeout:
-			err = errOverloaded(fmt.Sprintf("no worker had a free slot within %v; try again later", b.opts.QueueTimeout))
+		return nil, nil, errOverloaded(fmt.Sprintf("every worker has %d calls in flight and %d calls are waiting; try again later", b.opts.MaxInFlight, n))
+	}
+	q := &queued{ready: make(chan struct{})}
+	b.queue = append(b.queue, q)
+	b.mu.Unlock()
+
+	t := time.NewTimer(b.opts.QueueTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case <-q.ready:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-t.C:
+		err = errOverloaded(fmt.Sprintf("no worker had a free slot within %v; try again later", b.opts.QueueTimeout))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case q.w != nil && err == nil:
+		return q.w, &slot{b: b, w: q.w}, nil
+	case q.w != nil:
+		// Granted as the client left or the time ran out: the slot goes
+		// to the next in line.
+		q.w.active--
+		b.grantLocked()
+		b.broadcastLocked()
+		return nil, nil, err
+	case err == nil:
+		// Woken without a slot: the bridge stopped taking calls.
+		return nil, nil, errShutdown()
+	}
+	for i, o := range b.queue {
+		if o == q {
+			b.queue = slices.Delete(b.queue, i, i+1)
+			break
 		}
-		b.mu.Lock()
-		b.waiting--
-		if err != nil {
-			b.mu.Unlock()
-			return nil, nil, err
+	}
+	return nil, nil, err
+}
+
+// A queued call waits for a slot in the queue. ready is closed when it is
+// granted one (w is then the worker whose slot it holds) or, with w nil,
+// when the bridge stops taking calls.
+type queued struct {
+	ready chan struct{}
+	w     *worker
+}
+
+// grantLocked hands free slots to the calls that have waited longest.
+func (b *Bridge) grantLocked() {
+	for len(b.queue) > 0 {
+		w := b.pickLocked(true)
+		if w == nil {
+			return
 		}
+		w.active++
+		q := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		q.w = w
+		close(q.ready)
 	}
 }
 
 // freedLocked is the channel the next broadcast closes, for a caller that
-// is about to wait for a slot. It is made only for such a caller: a slot
-// released while nobody waits costs no channel.
+// waits for the slots in use to change (see Drain). It is made only for
+// such a caller: a slot released while nobody waits costs no channel.
 func (b *Bridge) freedLocked() <-chan struct{} {
 	if b.freed == nil {
 		b.freed = make(chan struct{})
@@ -161,11 +205,19 @@ func (b *Bridge) freedLocked() <-chan struct{} {
 	return b.freed
 }
 
-// broadcastLocked wakes everything waiting on the bridge's state.
+// broadcastLocked wakes everything waiting on the bridge's state; once the
+// bridge takes no calls, that includes the calls in the queue, which are
+// refused.
 func (b *Bridge) broadcastLocked() {
 	if b.freed != nil {
 		close(b.freed)
 		b.freed = nil
+	}
+	if b.closed || b.drain {
+		for _, q := range b.queue {
+			close(q.ready)
+		}
+		b.queue = nil
 	}
 	b.stateChanged()
 }

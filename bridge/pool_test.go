@@ -189,6 +189,124 @@ func TestPoolQueue(t *testing.T) {
 	})
 }
 
+// The queue is first come, first served: each freed slot goes to the call
+// that has waited longest, a call that leaves the line gives up its place,
+// and a call that arrives while others wait goes behind them.
+func TestPoolQueueOrder(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, children := bubblePool(t, Options{Workers: 1, MaxInFlight: 1, QueueSize: 8})
+		child := children[0]
+		poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"first"}}`)
+		req := child.expect("tools/call")
+
+		calls := make(chan *call, 8)
+		enqueue := func(ctx context.Context, name string) {
+			go func() {
+				c, err := callOn(p, ctx, request(t, `{"jsonrpc":"2.0","id":"`+name+`","method":"tools/call","params":{"name":"`+name+`"}}`), Caller{})
+				if err != nil && ctx.Err() == nil {
+					t.Errorf("%s: %v", name, err)
+				}
+				if c != nil {
+					calls <- c
+				}
+			}()
+			synctest.Wait() // in line before the next one
+		}
+		ctx, leave := context.WithCancel(context.Background())
+		for _, name := range []string{"a", "b", "leaves", "c", "d", "e"} {
+			if name == "leaves" {
+				enqueue(ctx, name)
+				continue
+			}
+			enqueue(context.Background(), name)
+		}
+		leave()
+		synctest.Wait()
+		if st := p.Stats(); st.Queued != 5 {
+			t.Fatalf("stats = %+v, want five queued", st)
+		}
+		var got []string
+		for range 5 {
+			child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
+			req = child.expect("tools/call")
+			var params struct{ Name string }
+			if err := json.Unmarshal(req.Params, &params); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, params.Name)
+			if len(got) == 2 {
+				enqueue(context.Background(), "late") // behind c, d and e
+			}
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
+		req = child.expect("tools/call")
+		if !strings.Contains(string(req.Params), `"late"`) {
+			t.Errorf("the call that came last got %s", req.Params)
+		}
+		if want := "a b c d e"; strings.Join(got, " ") != want {
+			t.Errorf("the child got the queued calls in the order %q, want %q", strings.Join(got, " "), want)
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
+		for range 6 {
+			if _, err := (<-calls).wait(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// A slot granted to a call whose client leaves at that moment goes on to
+// the next in line; none is lost.
+func TestPoolQueueGrantToALeavingCall(t *testing.T) {
+	t.Parallel()
+	for range 20 { // the leaving call sees its slot or its client gone first, as it happens
+		synctest.Test(t, func(t *testing.T) {
+			p, children := bubblePool(t, Options{Workers: 1, MaxInFlight: 1, QueueSize: 2})
+			child := children[0]
+			poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":0,"method":"tools/call"}`)
+			req := child.expect("tools/call")
+			ctx, leave := context.WithCancel(context.Background())
+			leaves, stays := make(chan error, 1), make(chan error, 1)
+			for _, q := range []struct {
+				ctx  context.Context
+				name string
+				end  chan error
+			}{{ctx, "leaves", leaves}, {context.Background(), "stays", stays}} {
+				go func() {
+					c, err := callOn(p, q.ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+q.name+`"}}`), Caller{})
+					if err == nil {
+						_, err = c.wait()
+					}
+					q.end <- err
+				}()
+				synctest.Wait()
+			}
+			leave()
+			child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
+			for {
+				// The leaving call may reach the child after all, and be
+				// cancelled there.
+				m := child.next()
+				if m.Method == "tools/call" && strings.Contains(string(m.Params), `"stays"`) {
+					child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+					break
+				}
+			}
+			if err := <-leaves; !errors.Is(err, context.Canceled) {
+				t.Errorf("the call whose client left: %v", err)
+			}
+			if err := <-stays; err != nil {
+				t.Errorf("the call behind it: %v", err)
+			}
+			synctest.Wait()
+			if st := p.Stats(); st.InFlight != 0 || st.Queued != 0 {
+				t.Errorf("stats = %+v, want nothing in flight or queued", st)
+			}
+		})
+	}
+}
+
 // A call waits in the queue at most the queue timeout.
 func TestPoolQueueTimeout(t *testing.T) {
 	t.Parallel()

@@ -58,7 +58,7 @@ func BenchmarkCall(b *testing.B) {
 	})
 
 	b.Run("bridge", func(b *testing.B) {
-		br := demoBridge(b)
+		br := demoBridge(b, bridge.Options{})
 		defer br.Close(context.Background())
 		b.ResetTimer()
 		for i := range b.N {
@@ -82,7 +82,9 @@ func BenchmarkCall(b *testing.B) {
 // process spent (the bridge, the transport, the scheduler and the
 // collector, not the child). "serial" makes one call at a time;
 // "parallel" keeps several in flight on the one child, as concurrent
-// clients do.
+// clients do; "queued" has more clients than the child takes calls at
+// once (GATEWAY_MAX_IN_FLIGHT), so that most calls wait their turn in the
+// queue.
 //
 //	go test -run '^$' -bench BenchmarkBridgeCall -benchmem -count 6 ./cmd/gateway
 func BenchmarkBridgeCall(b *testing.B) {
@@ -90,9 +92,9 @@ func BenchmarkBridgeCall(b *testing.B) {
 	// One request for every call: the bridge only reads it, and the
 	// client's parsing is not the bridge's cost.
 	req := readRequest(b, body)
-	br := demoBridge(b)
+	br := demoBridge(b, bridge.Options{})
 	defer br.Close(context.Background())
-	one := func() error {
+	one := func(br *bridge.Bridge) error {
 		// A context of its own that can end, as an HTTP request's: the
 		// call watches it.
 		ctx, cancel := context.WithCancel(context.Background())
@@ -111,7 +113,7 @@ func BenchmarkBridgeCall(b *testing.B) {
 		b.ReportAllocs()
 		defer reportCPU(b)()
 		for b.Loop() {
-			if err := one(); err != nil {
+			if err := one(br); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -122,7 +124,22 @@ func BenchmarkBridgeCall(b *testing.B) {
 		b.SetParallelism(8) // 8 per core: calls overlap on the child
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if err := one(); err != nil {
+				if err := one(br); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("queued", func(b *testing.B) {
+		br := demoBridge(b, bridge.Options{MaxInFlight: 2})
+		defer br.Close(context.Background())
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := one(br); err != nil {
 					b.Error(err)
 					return
 				}
@@ -140,7 +157,7 @@ func BenchmarkBridgeCall(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkBridgeProgress -benchmem -count 6 ./cmd/gateway
 func BenchmarkBridgeProgress(b *testing.B) {
-	br := demoBridge(b)
+	br := demoBridge(b, bridge.Options{})
 	defer br.Close(context.Background())
 	b.ReportAllocs()
 	defer reportCPU(b)()
@@ -189,11 +206,12 @@ func startCall(b *testing.B, br *bridge.Bridge, body string) bridge.Call {
 // reportCPU starts counting the CPU time of this process; the func it
 // returns reports it per op as cpu-ns/op.
 // demoBridge is a bridge to the demo child, ready; the caller closes it.
-func demoBridge(b *testing.B) *bridge.Bridge {
+func demoBridge(b *testing.B, opts bridge.Options) *bridge.Bridge {
 	start := func(context.Context) (bridge.Transport, error) {
 		return stdio.Start(stdio.Config{Path: gatewayBin, Args: []string{"demo"}})
 	}
-	br := bridge.New(start, bridge.Options{Era: bridge.EraLegacy})
+	opts.Era = bridge.EraLegacy
+	br := bridge.New(start, opts)
 	if err := br.WaitReady(context.Background()); err != nil {
 		br.Close(context.Background())
 		b.Fatal(err)
