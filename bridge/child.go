@@ -29,6 +29,7 @@ type child struct {
 	pending    map[int64]*exchange
 	calls      int             // the pending exchanges that are calls, as opposed to listens and the gateway's own (see register)
 	ended      error           // why the child's service ended; nil while it serves
+	failed     int             // the exchanges its end took from it, for the log (see takeAll)
 	listeners  []*call         // listens built on a legacy child
 	subscribed map[string]int  // a legacy child's resources with listeners, by listener count
 	onChild    map[string]bool // the resources the child was last told to subscribe to
@@ -192,6 +193,7 @@ func (ch *child) takeAll(why error) ([]*exchange, error) {
 		all = append(all, ex)
 		ch.forget(ex)
 	}
+	ch.failed += len(all)
 	return all, ch.ended
 }
 
@@ -221,12 +223,15 @@ func (ch *child) end(readErr error) {
 	}
 	exs, why := ch.takeAll(why)
 	ch.failAll(exs, why)
+	ch.mu.Lock()
+	failed := ch.failed // a kill before the end failed some already
+	ch.mu.Unlock()
 	level := slog.LevelWarn
 	var e *jsonrpc.Error
 	if errors.As(why, &e) && e.Code == jsonrpc.CodeShutdown {
 		level = slog.LevelInfo
 	}
-	ch.log.Log(context.Background(), level, "child stopped serving", "err", why, "failed_calls", len(exs))
+	ch.log.Log(context.Background(), level, "child stopped serving", "err", why, "failed_calls", failed)
 	// Close is idempotent: stopping the child here reaps it and its group.
 	ch.t.Close()
 }

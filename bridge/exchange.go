@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
@@ -30,6 +31,7 @@ type exchange struct {
 
 	mu           sync.Mutex
 	call         *call      // the client side; nil while parked
+	sent         time.Time  // since when the child owes the call an answer (see owedSince)
 	write        writeState // how far the request got toward the child
 	cancelReason string     // a cancellation that must follow the write in flight
 }
@@ -48,7 +50,7 @@ const (
 // inputResponses). On failure the call has ended and the error says why.
 func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 	ex := c.newExchange()
-	*ex = exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, ctx: c.ctx, internal: c.internal(), call: c}
+	*ex = exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, ctx: c.ctx, internal: c.internal(), call: c, sent: time.Now()}
 	buf := ch.b.lineBuf()
 	defer ch.b.freeLineBuf(buf)
 	line := c.appendLine((*buf)[:0], ex.id, set)
@@ -103,10 +105,28 @@ func (ex *exchange) owner() *call {
 	return ex.call
 }
 
+// setOwner gives a parked exchange its client side back, or takes it
+// away. A resumed exchange brings the child the answers to its questions,
+// and the child owes the result from then.
 func (ex *exchange) setOwner(c *call) {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
 	ex.call = c
+	if c != nil {
+		ex.sent = time.Now()
+	}
+}
+
+// owedSince reports when the child began to owe the exchange's client an
+// answer; false if it owes none: the gateway's own, a listen (quiet by
+// nature) and a parked exchange (which waits on its client, not the child).
+func (ex *exchange) owedSince() (time.Time, bool) {
+	if ex.internal || ex.method == mcp.MethodListen {
+		return time.Time{}, false
+	}
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.sent, ex.call != nil
 }
 
 // sentOrWanted reports whether the child has the request, so a cancellation

@@ -12,7 +12,7 @@ import (
 // write, an endless loop. Its calls would each time out in turn, and every
 // new call would join them. The watchdog tells it from a busy child by
 // asking: when calls are pending and the child has written nothing for
-// WedgeTimeout, it sends a liveness probe (ping to a legacy child,
+// WedgeTimeout (see silentFor), it sends a liveness probe (ping to a legacy child,
 // server/discover to a modern one), and only when that goes unanswered for
 // ProbeTimeout is the child killed, so that it is restarted. Killing is the
 // last resort; a single slow call is never a reason.
@@ -23,20 +23,26 @@ var errWedged = errors.New("the child stopped responding (nothing read and a liv
 // touch records that the child wrote something.
 func (ch *child) touch() { ch.lastRead.Store(time.Now().UnixNano()) }
 
-func (ch *child) silentFor() time.Duration {
-	return time.Since(time.Unix(0, ch.lastRead.Load()))
-}
-
-// busy reports whether the child owes answers: calls of clients are
-// pending. A listen is quiet by nature, and a parked call waits on its
-// client, not on the child.
-func (ch *child) busy() bool {
+// silentFor is how long the child has owed its clients answers without
+// writing anything; false when it owes none. Silence counts from the later
+// of its last output and the moment it began to owe the oldest answer it
+// still owes: a child that sat idle for an hour and was then handed a
+// call has been silent only since the call.
+func (ch *child) silentFor() (time.Duration, bool) {
+	var oldest time.Time
 	for _, ex := range ch.inFlight() {
-		if !ex.internal && ex.method != mcp.MethodListen && ex.owner() != nil {
-			return true
+		if sent, ok := ex.owedSince(); ok && (oldest.IsZero() || sent.Before(oldest)) {
+			oldest = sent
 		}
 	}
-	return false
+	if oldest.IsZero() {
+		return 0, false
+	}
+	since := time.Unix(0, ch.lastRead.Load())
+	if oldest.After(since) {
+		since = oldest
+	}
+	return time.Since(since), true
 }
 
 // watch runs the watchdog until the child's service ends.
@@ -55,13 +61,14 @@ func (ch *child) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		if silent := ch.silentFor(); silent < wedge || !ch.busy() {
+		if silent, owes := ch.silentFor(); !owes || silent < wedge {
 			continue
 		}
 		if ch.alive(ctx) {
 			continue
 		}
-		ch.log.Error("child wedged: killing it", "silent_for", ch.silentFor().Round(time.Millisecond),
+		silent, _ := ch.silentFor()
+		ch.log.Error("child wedged: killing it", "silent_for", silent.Round(time.Millisecond),
 			"probe_timeout", ch.b.opts.ProbeTimeout, "pending", ch.pendingCount())
 		ch.kill(errWedged)
 		return
@@ -75,7 +82,8 @@ func (ch *child) alive(ctx context.Context) bool {
 	if ch.eraNow() == EraModern {
 		method, params = mcp.MethodDiscover, mcp.ModernParams(ch.b.clientID, nil)
 	}
-	ch.log.Warn("child silent with calls pending; probing it", "silent_for", ch.silentFor().Round(time.Millisecond), "probe", method)
+	silent, _ := ch.silentFor()
+	ch.log.Warn("child silent with calls pending; probing it", "silent_for", silent.Round(time.Millisecond), "probe", method)
 	_, err := ch.internal(ctx, method, params, ch.b.opts.ProbeTimeout)
 	if err == nil {
 		return true
