@@ -292,6 +292,42 @@ func TestOversizedResponseFailsItsCall(t *testing.T) {
 	}
 }
 
+// An answer that is not valid JSON-RPC fails the call whose id it names at
+// once, with an error that says so, instead of leaving the call to wait out
+// its timeout; a request from the child that is not valid is only skipped,
+// and the reader goes on.
+func TestInvalidAnswerFailsItsCall(t *testing.T) {
+	t.Parallel()
+	for name, answer := range map[string]string{
+		"result and error": `{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":1,"message":"m"}}`,
+		"null error":       `{"jsonrpc":"2.0","id":%s,"error":null}`,
+		"no jsonrpc":       `{"id":%s,"result":{}}`,
+		"neither":          `{"jsonrpc":"2.0","id":%s}`,
+		"in a batch":       `[{"jsonrpc":"2.0","id":%s,"error":"no"}]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, legacy(), autoReply{initialize: true})
+			child := w.child()
+			c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"k","method":"tools/call"}`)
+			m := child.expect("tools/call")
+			// Not an answer: it has a method. The call still waits.
+			child.send(`{"jsonrpc":"2.0","id":%s,"method":7}`, m.ID)
+			child.send(answer, m.ID)
+			_, err := c.wait()
+			if code := gatewayCode(t, err); code != jsonrpc.CodeBadAnswer || !strings.Contains(err.Error(), "not valid JSON-RPC") {
+				t.Fatalf("Wait = %v, want the bad-answer error", err)
+			}
+			c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+			m2 := child.expect("tools/list")
+			child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m2.ID)
+			if _, err := c2.wait(); err != nil {
+				t.Fatalf("the next call failed: %v", err)
+			}
+		})
+	}
+}
+
 // Close cancels what is in flight, telling the child, and refuses new calls.
 func TestCloseCancelsInFlightCalls(t *testing.T) {
 	t.Parallel()

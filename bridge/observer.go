@@ -41,6 +41,7 @@ const (
 	OutcomeOverloaded  = "overloaded"        // refused: no free slot and no room in the queue, or none in time (-32003)
 	OutcomeUnavailable = "child_unavailable" // no child, or it exited during the call (-32000)
 	OutcomeTooLarge    = "too_large"         // the child's answer was over the size limit (-32004)
+	OutcomeBadAnswer   = "bad_answer"        // the child answered with a message that is not valid JSON-RPC (-32010)
 	OutcomeShutdown    = "shutting_down"     // refused or ended because the gateway stops (-32005)
 	OutcomeError       = "error"             // another error of the gateway's: a retry it cannot use, a capability the client lacks, ...
 
@@ -55,7 +56,7 @@ func Endings() []Ending {
 		{Outcome: OutcomeCancelled, Reason: ReasonClientDisconnected},
 		{Outcome: OutcomeCancelled, Reason: ReasonClientCancelled},
 		{Outcome: OutcomeTimeout}, {Outcome: OutcomeOverloaded}, {Outcome: OutcomeUnavailable},
-		{Outcome: OutcomeTooLarge}, {Outcome: OutcomeShutdown}, {Outcome: OutcomeError},
+		{Outcome: OutcomeTooLarge}, {Outcome: OutcomeBadAnswer}, {Outcome: OutcomeShutdown}, {Outcome: OutcomeError},
 	}
 }
 
@@ -104,6 +105,8 @@ func endingOf(err error, childErr bool) Ending {
 		return Ending{Outcome: OutcomeUnavailable}
 	case jsonrpc.CodeTooLarge:
 		return Ending{Outcome: OutcomeTooLarge}
+	case jsonrpc.CodeBadAnswer:
+		return Ending{Outcome: OutcomeBadAnswer}
 	case jsonrpc.CodeShutdown:
 		return Ending{Outcome: OutcomeShutdown}
 	}

@@ -62,6 +62,7 @@ func (ch *child) dispatch(raw []byte) {
 	m, err := jsonrpc.Parse(raw)
 	if err != nil {
 		ch.log.Warn("child wrote a message that is not JSON-RPC; skipped", "err", err, "size", len(raw), "head", head(raw))
+		ch.badAnswer(raw, err)
 		return
 	}
 	if ch.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -96,6 +97,28 @@ func (ch *child) response(m *jsonrpc.Message) {
 		return
 	}
 	ex.answered(m)
+}
+
+// badAnswer fails the call a message that is not valid JSON-RPC was meant
+// to answer, if it names one: no method and the id of a client's pending
+// call. Its answer will not come in any other form, and the call would
+// otherwise wait out its timeout. The gateway's own exchanges (handshake,
+// probes) keep their timeouts, which decide what an unanswered one means.
+func (ch *child) badAnswer(raw []byte, why error) {
+	if jsonrpc.Get(raw, "method") != nil {
+		return
+	}
+	id, ok := (&jsonrpc.Message{ID: jsonrpc.Get(raw, "id")}).IDInt()
+	if !ok {
+		return
+	}
+	if ex := ch.lookup(id); ex == nil || ex.internal {
+		return
+	}
+	if ex := ch.take(id); ex != nil {
+		ex.fail(jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer",
+			fmt.Sprintf("the child answered with a message that is not valid JSON-RPC (%v)", why)))
+	}
 }
 
 // oversized handles a line that was too long to keep: if its start names a

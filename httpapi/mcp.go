@@ -315,7 +315,7 @@ func statusFor(code int) int {
 		return http.StatusServiceUnavailable
 	case jsonrpc.CodeTimeout:
 		return http.StatusGatewayTimeout
-	case jsonrpc.CodeTooLarge:
+	case jsonrpc.CodeTooLarge, jsonrpc.CodeBadAnswer:
 		return http.StatusBadGateway
 	case jsonrpc.CodeUnauthorized:
 		return http.StatusUnauthorized

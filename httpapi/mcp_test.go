@@ -278,6 +278,7 @@ func TestGatewayErrorsMapToStatus(t *testing.T) {
 		{jsonrpc.CodeShutdown, 503, true},
 		{jsonrpc.CodeTimeout, 504, false},
 		{jsonrpc.CodeTooLarge, 502, false},
+		{jsonrpc.CodeBadAnswer, 502, false},
 		{jsonrpc.CodeOverloaded, 503, true},
 		{jsonrpc.CodeCancelled, 200, false},
 		{jsonrpc.CodeInvalidParams, 400, false},

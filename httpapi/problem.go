@@ -32,6 +32,7 @@ const (
 	kindTimeout          = "timeout"
 	kindUnavailable      = "unavailable"
 	kindAnswerTooLarge   = "answer-too-large"
+	kindBadAnswer        = "bad-answer"
 	kindInternal         = "internal"
 )
 
@@ -53,6 +54,7 @@ var problemTitles = map[string]string{
 	kindTimeout:          "The call timed out",
 	kindUnavailable:      "The server is unavailable",
 	kindAnswerTooLarge:   "The server's answer is too large",
+	kindBadAnswer:        "The server's answer is not valid JSON-RPC",
 	kindInternal:         "Internal error",
 }
 
@@ -147,6 +149,9 @@ func problemFor(status int, e *jsonrpc.Error) *problem {
 		kind = kindTimeout
 	case http.StatusBadGateway:
 		kind = kindAnswerTooLarge
+		if e.Code == jsonrpc.CodeBadAnswer {
+			kind = kindBadAnswer
+		}
 	}
 	p := newProblem(kind, status, e.Message)
 	p.Code = e.Code

@@ -196,6 +196,7 @@ func TestRESTToolCallAnswers(t *testing.T) {
 		{name: "overloaded", err: jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded", "busy"), status: 503, kind: kindUnavailable},
 		{name: "shutting down", err: jsonrpc.GatewayError(jsonrpc.CodeShutdown, "shutdown", "bye"), status: 503, kind: kindUnavailable},
 		{name: "answer too large", err: jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large", "big"), status: 502, kind: kindAnswerTooLarge},
+		{name: "answer not JSON-RPC", err: jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer", "both"), status: 502, kind: kindBadAnswer},
 	}
 	f, srv := restServer(t, Options{}, allTools...)
 	for _, stream := range []bool{false, true} {

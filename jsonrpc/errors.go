@@ -28,6 +28,7 @@ const (
 	CodeUnauthorized = -32007 // no valid credentials (HTTP 401)
 	CodeForbidden    = -32008 // outside the caller's policy (HTTP 403)
 	CodeRateLimited  = -32009 // the caller sent more than its limit allows (HTTP 429)
+	CodeBadAnswer    = -32010 // the child answered the call with a message that is not valid JSON-RPC (HTTP 502)
 )
 
 // Error is a JSON-RPC error object. Errors the gateway makes are values of
