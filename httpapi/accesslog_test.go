@@ -303,3 +303,51 @@ func (l lineTap) Handle(_ context.Context, r slog.Record) error {
 }
 func (l lineTap) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l lineTap) WithGroup(string) slog.Handler      { return l }
+
+// Each way a REST call ends is audited as who ended it: the gateway
+// refusing a request (an unknown tool) or failing it (a timeout, a stream
+// it ends after 200 went out), the child's JSON-RPC error, and a tool's
+// own error result, which is the child's answer as it is on /mcp.
+func TestAuditOutcomeOfRESTAnswers(t *testing.T) {
+	t.Parallel()
+	outcomes := make(chan string, 1)
+	f, srv := restServer(t, Options{Logger: slog.New(auditTap{outcomes})}, allTools...)
+	sse := []string{"Accept", "application/json, text/event-stream"}
+	for _, tc := range []struct {
+		name, path string
+		header     []string
+		answer     func(c *fakeCall) // nil: no call reaches the backend
+		status     int
+		outcome    string
+	}{
+		{name: "unknown tool", path: "/v1/tools/nope", status: 404, outcome: "refused"},
+		{name: "tool error", path: "/v1/tools/add", status: 422, outcome: "ok",
+			answer: func(c *fakeCall) { c.finish(rpcResult(`{"content":[],"isError":true}`), nil) }},
+		{name: "child error", path: "/v1/tools/add", status: 400, outcome: "error",
+			answer: func(c *fakeCall) { c.finish(rpcError(`{"code":-32602,"message":"no"}`), nil) }},
+		{name: "timeout", path: "/v1/tools/add", status: 504, outcome: "failed",
+			answer: func(c *fakeCall) { c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeTimeout, "timeout", "slow")) }},
+		{name: "stream ended by shutdown", path: "/v1/tools/add", header: sse, status: 200, outcome: "failed",
+			answer: func(c *fakeCall) {
+				c.note(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)
+				<-c.taken // the stream has begun: the error comes after 200
+				c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeShutdown, "shutting_down", "bye"))
+			}},
+	} {
+		answer := restStart(restReq("POST", srv+tc.path, "", "", tc.header...))
+		if tc.answer != nil {
+			tc.answer(f.next(t))
+		}
+		if r := await(t, answer); r.status != tc.status {
+			t.Errorf("%s: status %d, want %d: %s", tc.name, r.status, tc.status, r.body)
+		}
+		select {
+		case got := <-outcomes:
+			if got != tc.outcome {
+				t.Errorf("%s: audited %q, want %q", tc.name, got, tc.outcome)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no audit line", tc.name)
+		}
+	}
+}

@@ -120,8 +120,14 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	case a.code == jsonrpc.CodeCancelled && a.gateway:
 		outcome = "cancelled"
 	case a.gateway:
+		// By what the error means, not the status sent: a stream that
+		// began with 200 may end with the gateway's error.
+		status := a.status
+		if a.code != 0 {
+			status = statusFor(a.code)
+		}
 		outcome = "refused"
-		if a.status >= 500 {
+		if status >= 500 {
 			outcome = "failed"
 		}
 	case a.code != 0:

@@ -103,9 +103,15 @@ func (p *problem) body() []byte {
 	return append(b, '}')
 }
 
-// writeProblem answers with p; the audit sees the JSON-RPC code behind it.
+// writeProblem answers with p; the audit sees who made it and the JSON-RPC
+// code behind it. A tool's own error and a question the REST API cannot
+// answer are results the child gave, as they are on /mcp.
 func writeProblem(w http.ResponseWriter, p *problem) {
-	if p.Code != 0 {
+	switch {
+	case p.Error != nil: // the child's JSON-RPC error
+		childError(w, p.Code)
+	case p.Code == 0 && (p.Type == problemPrefix+kindToolError || p.Type == problemPrefix+kindInputRequired):
+	default:
 		gatewayError(w, p.Code)
 	}
 	if p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests {
