@@ -51,6 +51,11 @@ func isModern(r *http.Request, req *mcp.Request) bool {
 // body, the version, and methods the revision removed.
 func modernCaller(r *http.Request, req *mcp.Request) (bridge.Caller, *rpcFailure) {
 	version, _ := req.MetaString(mcp.MetaProtocolVersion)
+	if h, err := headerValue(r, mcp.HeaderProtocolVersionKey); version == "" && err == nil && h != "" && h != mcp.Modern {
+		// A version the gateway does not know, named in the header alone:
+		// what it lacks in _meta is beside the point.
+		return bridge.Caller{}, unsupportedVersion(h)
+	}
 	caps, _ := req.Meta(mcp.MetaClientCapabilities)
 	if version == "" || len(caps) == 0 || caps[0] != '{' {
 		return bridge.Caller{}, refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams,
@@ -66,9 +71,7 @@ func modernCaller(r *http.Request, req *mcp.Request) (bridge.Caller, *rpcFailure
 		return bridge.Caller{}, mismatch("the %s header (%q) does not match _meta %s (%q)", mcp.HeaderProtocolVersion, header, mcp.MetaProtocolVersion, version)
 	}
 	if version != mcp.Modern {
-		return bridge.Caller{}, refuse(http.StatusBadRequest, mcp.CodeUnsupportedVersion,
-			fmt.Sprintf("unsupported protocol version %q", version),
-			map[string]any{"supported": []string{mcp.Modern}, "requested": version})
+		return bridge.Caller{}, unsupportedVersion(version)
 	}
 	if f := checkMirrored(r, req); f != nil {
 		return bridge.Caller{}, f
@@ -88,6 +91,16 @@ func modernCaller(r *http.Request, req *mcp.Request) (bridge.Caller, *rpcFailure
 		c.LogLevel = level
 	}
 	return c, nil
+}
+
+// unsupportedVersion refuses a request of a protocol version the gateway
+// does not speak, as 2026-07-28 says: 400, -32022, and the versions that
+// would do. A 2025 revision is served too, but by the initialize handshake,
+// which a client of this error does not do.
+func unsupportedVersion(v string) *rpcFailure {
+	return refuse(http.StatusBadRequest, mcp.CodeUnsupportedVersion,
+		fmt.Sprintf("unsupported protocol version %q (this gateway speaks %s, and the 2025 revisions through initialize)", v, mcp.Modern),
+		map[string]any{"supported": []string{mcp.Modern}, "requested": v})
 }
 
 // checkMirrored compares the Mcp-Method and Mcp-Name headers with the body

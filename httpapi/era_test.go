@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -43,6 +45,8 @@ func TestModernValidation(t *testing.T) {
 			modernHeaders("tools/list"), 400, -32020},
 		"unsupported version": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			[]string{"MCP-Protocol-Version", "v999", "Mcp-Method", "tools/list"}, 400, -32022},
+		"unsupported version in the header alone": {`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`,
+			[]string{"MCP-Protocol-Version", "2030-01-01"}, 400, -32022},
 		"no Mcp-Method": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{` + modernMeta + `}}`,
 			[]string{"MCP-Protocol-Version", "2026-07-28"}, 400, -32020},
 		"Mcp-Method differs": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{` + modernMeta + `}}`,
@@ -238,5 +242,39 @@ func TestParamHeaders(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			t.Errorf("case %d: status %d %s, want 200", i, resp.StatusCode, body)
 		}
+	}
+}
+
+// A 2025 request that sends its session id or its protocol version twice is
+// refused: the gateway and a proxy before it might each read another one.
+func TestLegacyHeaderSentTwice(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	for _, name := range []string{"Mcp-Session-Id", "MCP-Protocol-Version"} {
+		req := newPost(srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, "Accept", "application/json, text/event-stream")
+		req.Header.Add(name, "2025-11-25")
+		req.Header.Add(name, "2025-06-18")
+		// A request that got through waits on the backend, which does not
+		// answer: bounded, so that it fails instead of hanging.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			t.Errorf("%s twice: %v (the request was not refused)", name, err)
+			<-f.calls
+			continue
+		}
+		id, code := readRPCError(t, resp)
+		resp.Body.Close()
+		cancel()
+		if resp.StatusCode != 400 || code != -32600 || id != "9" {
+			t.Errorf("%s twice: status %d code %d id %s; want 400 -32600 9", name, resp.StatusCode, code, id)
+		}
+	}
+	select {
+	case c := <-f.calls:
+		t.Errorf("a refused request reached the backend: %s", c.req.Raw)
+	default:
 	}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -17,6 +18,15 @@ import (
 // only makes sense between one client and one server is answered here,
 // since the child is shared.
 func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Request) {
+	for _, name := range []string{mcp.HeaderProtocolVersionKey, mcp.HeaderSession} {
+		// Two values, and the gateway and a proxy before it may each read
+		// another one.
+		if n := len(r.Header[http.CanonicalHeaderKey(name)]); n > 1 {
+			writeError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: fmt.Sprintf("the %s header was sent %d times; send it once", name, n)})
+			return
+		}
+	}
 	if req.Method == mcp.MethodInitialize {
 		asked, _ := req.String(mcp.ParamProtocolVersion)
 		caps, _ := req.Param(mcp.ParamCapabilities)
