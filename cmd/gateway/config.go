@@ -41,7 +41,7 @@ type Config struct {
 	RestartDelayMin  time.Duration `split_words:"true" default:"250ms" desc:"first delay before restarting a child that exited; doubles on each quick failure"`
 	RestartDelayMax  time.Duration `split_words:"true" default:"30s" desc:"the longest delay between restarts"`
 
-	MaxMessageBytes   int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB); longer ones are discarded and their call fails"`
+	MaxMessageBytes   int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB; at least 4096); longer ones are discarded and their call fails"`
 	MaxBodyBytes      int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB); larger ones get 413"`
 	StderrLineBytes   int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry; longer lines are split"`
 	ChildWriteTimeout time.Duration `split_words:"true" default:"30s" desc:"a write to the child's stdin that makes no progress this long fails"`
@@ -102,6 +102,11 @@ var retired = map[string]string{
 	"GATEWAY_SESSION_IDLE_TIMEOUT": "GATEWAY_SESSION_TTL (a session id now carries its own expiry, so that any replica can check it)",
 }
 
+// minMessageBytes is the least GATEWAY_MAX_MESSAGE_BYTES: below it even
+// an ordinary initialize result may not fit, and a child whose handshake
+// cannot be read is restarted without end.
+const minMessageBytes = 4096
+
 func loadConfig() (Config, error) {
 	var cfg Config
 	for name, instead := range retired {
@@ -155,6 +160,9 @@ func (c *Config) validate() error {
 		if n <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))
 		}
+	}
+	if c.MaxMessageBytes > 0 && c.MaxMessageBytes < minMessageBytes {
+		errs = append(errs, fmt.Errorf("GATEWAY_MAX_MESSAGE_BYTES must be at least %d (the child's answer to the handshake must fit), not %d", minMessageBytes, c.MaxMessageBytes))
 	}
 	if c.SessionTTL < time.Second {
 		errs = append(errs, fmt.Errorf("GATEWAY_SESSION_TTL must be at least 1s (a session id's expiry counts in seconds), not %v", c.SessionTTL))

@@ -75,8 +75,9 @@ func TestValidate(t *testing.T) {
 	t.Setenv("GATEWAY_RESTART_DELAY_MIN", "1m")
 	t.Setenv("GATEWAY_RESTART_DELAY_MAX", "1s")
 	t.Setenv("GATEWAY_MAX_BODY_BYTES", "0")
+	t.Setenv("GATEWAY_MAX_MESSAGE_BYTES", "10")
 	_, err := loadConfig()
-	for _, want := range []string{"GATEWAY_LOG_LEVEL", "GATEWAY_RESTART_DELAY_MAX", "GATEWAY_MAX_BODY_BYTES"} {
+	for _, want := range []string{"GATEWAY_LOG_LEVEL", "GATEWAY_RESTART_DELAY_MAX", "GATEWAY_MAX_BODY_BYTES", "GATEWAY_MAX_MESSAGE_BYTES must be at least"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("loadConfig error %v does not mention %s", err, want)
 		}
@@ -163,6 +164,24 @@ func writeFile(t *testing.T, content string) string {
 }
 
 // A variable the gateway no longer reads is an error, not silently ignored.
+// A GATEWAY_ variable that no setting reads is named, with the setting it
+// most likely meant; Kubernetes' service links are no settings and pass.
+func TestUnknownSettings(t *testing.T) {
+	names, meant := unknownSettings([]string{
+		"GATEWAY_MAX_INFLIGHT=10", "GATEWAY_ADDR=:1", "GATEWAY_WEDGE_TIMOUT=1s", "GATEWAY_FROBNICATE=1",
+		"GATEWAY_SERVICE_HOST=10.0.0.1", "GATEWAY_PORT=tcp://10.0.0.1:80", "GATEWAY_PORT_80_TCP_ADDR=10.0.0.1",
+		"GATEWAY_SESSION_IDLE_TIMEOUT=1m", "PATH=/bin", "GATEWAYS=1",
+	})
+	want := []string{"GATEWAY_MAX_INFLIGHT", "GATEWAY_WEDGE_TIMOUT", "GATEWAY_FROBNICATE"}
+	wantMeant := []string{"GATEWAY_MAX_IN_FLIGHT", "GATEWAY_WEDGE_TIMEOUT", ""}
+	if !slices.Equal(names, want) || !slices.Equal(meant, wantMeant) {
+		t.Errorf("unknownSettings = %q, %q; want %q, %q", names, meant, want, wantMeant)
+	}
+	if n := len(settingNames()); n != reflect.TypeOf(Config{}).NumField() {
+		t.Errorf("%d setting names for %d settings", n, reflect.TypeOf(Config{}).NumField())
+	}
+}
+
 func TestRetiredSetting(t *testing.T) {
 	t.Setenv("GATEWAY_SESSION_IDLE_TIMEOUT", "30m")
 	if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "GATEWAY_SESSION_TTL") {

@@ -62,6 +62,12 @@ func main() {
 
 var errUsage = errors.New("usage")
 
+// configError says what is wrong with the settings, and where to find them
+// all: the whole table would bury the line that matters.
+func configError(err error) error {
+	return fmt.Errorf("configuration: %w\n(gateway -h lists every setting, its default and its meaning)", err)
+}
+
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -87,8 +93,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	cfg, err := loadConfig()
 	if err != nil {
-		usage(stderr)
-		return fmt.Errorf("configuration: %w", err)
+		return configError(err)
 	}
 	// From here on everything for stderr goes through the sink, so that
 	// the usage text cannot overtake a log line written before it.
@@ -96,6 +101,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer sink.Close()
 	stderr = sink
 	log := cfg.logger(sink)
+	names, meant := unknownSettings(os.Environ())
+	for i, name := range names {
+		if meant[i] != "" {
+			log.Warn("a GATEWAY_ variable that is not a setting is ignored", "name", name, "did_you_mean", meant[i])
+		} else {
+			log.Warn("a GATEWAY_ variable that is not a setting is ignored (gateway -h lists them)", "name", name)
+		}
+	}
 	argv, err := childCommand(cfg, childArgs, log)
 	if err != nil {
 		return err
@@ -107,8 +120,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	k, err := loadKeys(cfg)
 	if err != nil {
-		usage(stderr)
-		return fmt.Errorf("configuration: %w", err)
+		return configError(err)
 	}
 	if !k.shared {
 		log.Info("no GATEWAY_SECRET: 2025 sessions and parked calls are valid on this gateway process only")
@@ -122,8 +134,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	g, err := newGuard(cfg, log)
 	if err != nil {
-		usage(stderr)
-		return fmt.Errorf("configuration: %w", err)
+		return configError(err)
 	}
 	if g.auth != nil {
 		// SIGHUP reloads the tokens once the gateway serves (watchAuth);
@@ -137,8 +148,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	ch, err := newChild(cfg, argv, log)
 	if err != nil {
-		usage(stderr)
-		return fmt.Errorf("configuration: %w", err)
+		return configError(err)
 	}
 	return serve(ctx, cfg, k, g, ch, log)
 }
