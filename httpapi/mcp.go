@@ -114,6 +114,14 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 			Message: fmt.Sprintf("Content-Type must be application/json, not %q", r.Header.Get("Content-Type"))})
 		return nil, false
 	}
+	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 && !(len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity")) {
+		// A compressed body would reach the parser as bytes that are not
+		// JSON; RFC 7694 says which codings are taken, here none.
+		w.Header().Set("Accept-Encoding", "identity")
+		writeError(w, http.StatusUnsupportedMediaType, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("Content-Encoding %q is not accepted; send the body uncompressed", strings.Join(ce, ", "))})
+		return nil, false
+	}
 	// A body that trickles in must not hold a goroutine forever; the
 	// deadline is lifted once the body is in, since the answer may be a
 	// stream that lasts as long as the call.

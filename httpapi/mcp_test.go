@@ -508,3 +508,36 @@ func TestABodyDeclaredTooBigIsRefusedAtOnce(t *testing.T) {
 		t.Errorf("the backend saw %d calls", n)
 	}
 }
+
+// A compressed body is refused as such (415, with the codings taken), not
+// parsed as JSON that it is not; identity is no coding at all.
+func TestContentEncoding(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, newFake(), Options{})
+	for _, tc := range []struct {
+		encoding []string
+		status   int
+	}{
+		{[]string{"gzip"}, 415},
+		{[]string{"identity", "gzip"}, 415},
+		{[]string{"br"}, 415},
+		{[]string{" Identity "}, 400}, // read, and the body is not JSON
+	} {
+		req := newPost(srv.URL+"/mcp", "application/json", `{"jsonrpc":`)
+		for _, e := range tc.encoding {
+			req.Header.Add("Content-Encoding", e)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, code := readRPCError(t, resp)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("Content-Encoding %q: status %d (code %d), want %d", tc.encoding, resp.StatusCode, code, tc.status)
+		}
+		if tc.status == 415 && resp.Header.Get("Accept-Encoding") != "identity" {
+			t.Errorf("Content-Encoding %q: Accept-Encoding %q, want identity", tc.encoding, resp.Header.Get("Accept-Encoding"))
+		}
+	}
+}
