@@ -1,16 +1,15 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
@@ -25,24 +24,6 @@ func wedgeWorld(t *testing.T, era Era, auto autoReply, log io.Writer) (*world, *
 	}
 	w.b = New(w.start, strict(t, opts))
 	return w, <-w.children
-}
-
-// lockedBuffer is a log the bridge's goroutines write while the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // A child that has calls pending, writes nothing and does not answer the
@@ -60,7 +41,7 @@ func TestWedgedChildIsKilled(t *testing.T) {
 	} {
 		t.Run(string(tc.era), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var log lockedBuffer
+				var log gatewaytest.LockedBuffer
 				w, child := wedgeWorld(t, tc.era, tc.auto, &log)
 				defer w.b.Close(context.Background())
 				defer child.exit()

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 )
 
 // nginxBin is Debian's nginx, which scripts/setup-nginx installs. Without
@@ -168,7 +170,7 @@ func startNginx(t *testing.T, upstreams []string) *proxy {
 	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-e", "stderr")
 	cmd.ExtraFiles = []*os.File{lnFile} // fd 3
 	cmd.Env = append(os.Environ(), "NGINX=3;")
-	var stderr lockedBuffer
+	var stderr gatewaytest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -282,22 +284,4 @@ func fmtEntries(entries []accessEntry) string {
 		fmt.Fprintf(&b, "\n  %+v", e)
 	}
 	return b.String()
-}
-
-// lockedBuffer is a bytes.Buffer that a process and the test may share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 )
 
 // tsDriver is one official TypeScript client run by scaleout.mjs: the test
@@ -26,7 +28,7 @@ type tsDriver struct {
 	lines   []string
 	changed chan struct{}
 	exited  bool
-	stderr  lockedBuffer
+	stderr  gatewaytest.LockedBuffer
 }
 
 // tsEvent is one line scaleout.mjs writes.
