@@ -311,8 +311,6 @@ func TestInvalidAnswerFailsItsCall(t *testing.T) {
 			child := w.child()
 			c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"k","method":"tools/call"}`)
 			m := child.expect("tools/call")
-			// Not an answer: it has a method. The call still waits.
-			child.send(`{"jsonrpc":"2.0","id":%s,"method":7}`, m.ID)
 			child.send(answer, m.ID)
 			_, err := c.wait()
 			if code := gatewayCode(t, err); code != jsonrpc.CodeBadAnswer || !strings.Contains(err.Error(), "not valid JSON-RPC") {
@@ -325,6 +323,21 @@ func TestInvalidAnswerFailsItsCall(t *testing.T) {
 				t.Fatalf("the next call failed: %v", err)
 			}
 		})
+	}
+}
+
+// A line that is not valid JSON-RPC but has a method is no answer, whatever
+// its id: the call it names still waits for its own.
+func TestInvalidRequestLeavesTheCallWithItsID(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"k","method":"tools/call"}`)
+	m := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":%s,"method":7}`, m.ID)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, m.ID)
+	if resp, err := c.wait(); err != nil || !contains(resp, `"ok":true`) {
+		t.Fatalf("call got %s, %v; want the child's answer", resp, err)
 	}
 }
 

@@ -2,8 +2,10 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -72,12 +74,39 @@ func TestWedgedChildIsKilled(t *testing.T) {
 				}
 				// The kill failed the call before the reader saw the child go;
 				// the line saying it stopped still counts it.
-				if !strings.Contains(log.String(), `msg="child stopped serving"`) || !strings.Contains(log.String(), "failed_calls=1") {
+				if !strings.Contains(log.String(), `msg="child stopped serving"`) || !regexp.MustCompile(`failed_calls=1\b`).MatchString(log.String()) {
 					t.Errorf("log does not say the child stopped serving with one failed call:\n%s", log.String())
 				}
 			})
 		})
 	}
+}
+
+// A liveness probe answered with a message that is not valid JSON-RPC is
+// still unanswered: the gateway's own exchanges keep their timeouts, and
+// the child is killed.
+func TestProbeAnsweredInvalidlyIsUnanswered(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w, child := wedgeWorld(t, EraLegacy, autoReply{initialize: true, ignorePing: true}, nil)
+		defer w.b.Close(context.Background())
+		defer child.exit()
+		c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hang"}}`)
+		child.expect("tools/call")
+		probe := <-child.got
+		if probe.Method != "ping" {
+			t.Fatalf("child got %s, want the ping probe", probe.Raw)
+		}
+		probed := time.Now()
+		child.send(`{"jsonrpc":"2.0","id":%s,"error":null}`, probe.ID)
+		if _, err := c.wait(); gatewayCode(t, err) != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "stopped responding") {
+			t.Errorf("call ended with %v, want child_unavailable saying the child stopped responding", err)
+		}
+		if took := time.Since(probed); took > 10*time.Second {
+			t.Errorf("killed %v after the probe, want at its timeout (10s): the invalid line passed for its answer", took)
+		}
+		(<-w.children).exit()
+	})
 }
 
 // A child that is slow but alive answers the probe and keeps its calls:
@@ -159,4 +188,63 @@ func TestIdleChildIsNotProbedAtOnce(t *testing.T) {
 			t.Errorf("restarts = %d, want 1", st.Restarts)
 		}
 	})
+}
+
+// Calls that each end unanswered before the wedge timeout (their clients
+// gave up) still add up: a child that never writes while one call or
+// another is pending is probed once it has owed answers for the wedge
+// timeout in all, and killed.
+func TestWedgedChildWithCallsThatGiveUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		gap    time.Duration // between one call's start and the next's
+		giveUp time.Duration // each call's own timeout
+	}{
+		{"overlapping", 20 * time.Second, 40 * time.Second},
+		{"one after another", 40 * time.Second, 40 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, child := wedgeWorld(t, EraLegacy, autoReply{initialize: true, ignorePing: true}, nil)
+				defer w.b.Close(context.Background())
+				if err := w.b.WaitReady(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				killed := make(chan error, 1)
+				for time.Since(start) < 5*time.Minute {
+					go func() {
+						ctx, cancel := context.WithTimeout(context.Background(), tc.giveUp)
+						defer cancel()
+						c, err := callOn(w.b, ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hang"}}`), Caller{})
+						if err == nil {
+							_, err = c.wait()
+						}
+						if e, ok := errors.AsType[*jsonrpc.Error](err); ok && e.Code == jsonrpc.CodeUnavailable {
+							select {
+							case killed <- err:
+							default:
+							}
+						}
+					}()
+					time.Sleep(tc.gap)
+					select {
+					case <-killed:
+						// Probed at 1m to 1m15s of silence, killed 10s later.
+						if took := time.Since(start); took > 2*time.Minute {
+							t.Errorf("killed after %v, want within 2m", took)
+						}
+						synctest.Wait()
+						child.exit()
+						(<-w.children).exit()
+						return
+					default:
+					}
+				}
+				child.exit()
+				t.Fatalf("a child that wrote nothing for %v with calls pending was never killed", time.Since(start))
+			})
+		})
+	}
 }

@@ -51,7 +51,7 @@ func isModern(r *http.Request, req *mcp.Request) bool {
 // body, the version, and methods the revision removed.
 func modernCaller(r *http.Request, req *mcp.Request) (bridge.Caller, *rpcFailure) {
 	version, _ := req.MetaString(mcp.MetaProtocolVersion)
-	if h, err := headerValue(r, mcp.HeaderProtocolVersionKey); version == "" && err == nil && h != "" && h != mcp.Modern {
+	if h, err := headerValue(r, mcp.HeaderProtocolVersionKey); version == "" && err == nil && h != "" && h != mcp.Modern && !mcp.IsLegacy(h) && req.Method != mcp.MethodInitialize {
 		// A version the gateway does not know, named in the header alone:
 		// what it lacks in _meta is beside the point.
 		return bridge.Caller{}, unsupportedVersion(h)

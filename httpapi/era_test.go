@@ -47,6 +47,8 @@ func TestModernValidation(t *testing.T) {
 			[]string{"MCP-Protocol-Version", "v999", "Mcp-Method", "tools/list"}, 400, -32022},
 		"unsupported version in the header alone": {`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`,
 			[]string{"MCP-Protocol-Version", "2030-01-01"}, 400, -32022},
+		"a legacy version in the header, _meta without one": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}}`,
+			[]string{"MCP-Protocol-Version", "2025-06-18"}, 400, -32602},
 		"no Mcp-Method": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{` + modernMeta + `}}`,
 			[]string{"MCP-Protocol-Version", "2026-07-28"}, 400, -32020},
 		"Mcp-Method differs": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{` + modernMeta + `}}`,
@@ -270,6 +272,23 @@ func TestLegacyHeaderSentTwice(t *testing.T) {
 		cancel()
 		if resp.StatusCode != 400 || code != -32600 || id != "9" {
 			t.Errorf("%s twice: status %d code %d id %s; want 400 -32600 9", name, resp.StatusCode, code, id)
+		}
+	}
+	// A notification and the end of a session name their session too.
+	for _, req := range []*http.Request{
+		newPost(srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`),
+		func() *http.Request { r, _ := http.NewRequest(http.MethodDelete, srv.URL+"/mcp", nil); return r }(),
+	} {
+		req.Header.Add("Mcp-Session-Id", "a")
+		req.Header.Add("Mcp-Session-Id", "b")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, code := readRPCError(t, resp)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || code != -32600 {
+			t.Errorf("%s with Mcp-Session-Id twice: status %d code %d; want 400 -32600", req.Method, resp.StatusCode, code)
 		}
 	}
 	select {

@@ -18,15 +18,6 @@ import (
 // only makes sense between one client and one server is answered here,
 // since the child is shared.
 func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Request) {
-	for _, name := range []string{mcp.HeaderProtocolVersionKey, mcp.HeaderSession} {
-		// Two values, and the gateway and a proxy before it may each read
-		// another one.
-		if n := len(r.Header[http.CanonicalHeaderKey(name)]); n > 1 {
-			writeError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-				Message: fmt.Sprintf("the %s header was sent %d times; send it once", name, n)})
-			return
-		}
-	}
 	if req.Method == mcp.MethodInitialize {
 		asked, _ := req.String(mcp.ParamProtocolVersion)
 		caps, _ := req.Param(mcp.ParamCapabilities)
@@ -91,6 +82,10 @@ func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 // tells the client to initialize again; a request of another revision than
 // the session's gets 400.
 func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []byte) (*session, bool) {
+	if f := sentTwice(r, mcp.HeaderSession, mcp.HeaderProtocolVersionKey); f != nil {
+		writeError(w, f.status, id, f.err)
+		return nil, false
+	}
 	sid := r.Header.Get(mcp.HeaderSession)
 	if sid == "" {
 		return nil, true
@@ -125,6 +120,10 @@ func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []by
 // calls in flight on this replica are cancelled, and this replica refuses
 // the id from now on (see sessions.end for the others).
 func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
+	if f := sentTwice(r, mcp.HeaderSession); f != nil {
+		writeError(w, f.status, nil, f.err)
+		return
+	}
 	sid := r.Header.Get(mcp.HeaderSession)
 	if sid == "" {
 		h.methodNotAllowed(w, r)
@@ -140,4 +139,16 @@ func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// sentTwice refuses a request that sends one of the named headers more
+// than once: the gateway and a proxy before it might each read another
+// value.
+func sentTwice(r *http.Request, names ...string) *rpcFailure {
+	for _, name := range names {
+		if n := len(r.Header[http.CanonicalHeaderKey(name)]); n > 1 {
+			return refuse(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the %s header was sent %d times; send it once", name, n), nil)
+		}
+	}
+	return nil
 }

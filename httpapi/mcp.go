@@ -106,6 +106,20 @@ func readAll(r io.Reader, size, limit int64) ([]byte, error) {
 	}
 }
 
+// codings are the content codings of a body's Content-Encoding values,
+// less identity and empty ones, which code nothing.
+func codings(values []string) []string {
+	var cs []string
+	for _, v := range values {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				cs = append(cs, c)
+			}
+		}
+	}
+	return cs
+}
+
 // readBody reads a POST's JSON body within the size and time limits, or
 // answers the client itself and reports false.
 func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
@@ -114,7 +128,7 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 			Message: fmt.Sprintf("Content-Type must be application/json, not %q", r.Header.Get("Content-Type"))})
 		return nil, false
 	}
-	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 && !(len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity")) {
+	if ce := codings(r.Header.Values("Content-Encoding")); len(ce) > 0 {
 		// A compressed body would reach the parser as bytes that are not
 		// JSON; RFC 7694 says which codings are taken, here none.
 		w.Header().Set("Accept-Encoding", "identity")

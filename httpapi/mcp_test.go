@@ -520,6 +520,8 @@ func TestContentEncoding(t *testing.T) {
 	}{
 		{[]string{"gzip"}, 415},
 		{[]string{"identity", "gzip"}, 415},
+		{[]string{"identity, gzip"}, 415},
+		{[]string{""}, 400},
 		{[]string{"br"}, 415},
 		{[]string{" Identity "}, 400}, // read, and the body is not JSON
 	} {

@@ -199,7 +199,7 @@ var refusals = []refusal{
 	{"403", "Forbidden", "", false, "forbidden: the tool is outside the caller's policy, or the Host or Origin is not allowed (reason says which)."},
 	{"404", "NotFound", "", false, "unknown-tool: the server has no tool of that name (any more); child-error: the server answered -32601 or -32002."},
 	{"413", "TooLarge", "", true, "too-large: the body is over the gateway's limit."},
-	{"415", "UnsupportedMediaType", "", true, "unsupported-media-type: a body without Content-Type: application/json."},
+	{"415", "UnsupportedMediaType", "", true, "unsupported-media-type: a body without Content-Type: application/json, or with a Content-Encoding (send it uncompressed)."},
 	{"422", "ToolError", "", false, "tool-error: the tool's result reports an error (in result); input-required: the tool asks for input the REST API cannot give (inputRequests)."},
 	{"429", "RateLimited", "Retry-After", false, "rate-limited: over the client's rate or stream limit."},
 	{"502", "BadGateway", "", false, "child-error: the server answered with an error (in error); answer-too-large: the server's answer is over the gateway's limit; bad-answer: the server's answer is not valid JSON-RPC."},

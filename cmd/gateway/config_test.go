@@ -163,7 +163,6 @@ func writeFile(t *testing.T, content string) string {
 	return f
 }
 
-// A variable the gateway no longer reads is an error, not silently ignored.
 // A GATEWAY_ variable that no setting reads is named, with the setting it
 // most likely meant; Kubernetes' service links are no settings and pass.
 func TestUnknownSettings(t *testing.T) {
@@ -182,6 +181,7 @@ func TestUnknownSettings(t *testing.T) {
 	}
 }
 
+// A variable the gateway no longer reads is an error, not silently ignored.
 func TestRetiredSetting(t *testing.T) {
 	t.Setenv("GATEWAY_SESSION_IDLE_TIMEOUT", "30m")
 	if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "GATEWAY_SESSION_TTL") {

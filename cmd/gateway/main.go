@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return configError(err)
 	}
 	// From here on everything for stderr goes through the sink, so that
-	// the usage text cannot overtake a log line written before it.
+	// an error said at exit cannot overtake a log line written before it.
 	sink := newLogSink(stderr)
 	defer sink.Close()
 	stderr = sink
