@@ -99,6 +99,8 @@ func TestRESTToolCallRefused(t *testing.T) {
 		{"unknown tool", "POST", "/v1/tools/nope", "", "", 404, kindUnknownTool},
 		{"escaped escape", "POST", "/v1/tools/a%252Fb", "", "", 404, kindUnknownTool},
 		{"unescaped slash", "POST", "/v1/tools/a/b", "", "", 404, kindNotFound},
+		{"unknown tool, a member twice", "POST", "/v1/tools/nope", "application/json", `{"a":1,"a":2}`, 404, kindUnknownTool},
+		{"unknown tool, not an object", "POST", "/v1/tools/nope", "application/json", `[1]`, 400, kindBadRequest},
 		{"duplicate member", "POST", "/v1/tools/echo", "application/json", `{"text":"a","text":5}`, 400, kindBadRequest},
 		{"duplicate through an escape", "POST", "/v1/tools/echo", "application/json", `{"text":"a","t\u0065xt":5}`, 400, kindBadRequest},
 		{"nested duplicate", "POST", "/v1/tools/echo", "application/json", `{"text":"a","opts":{"n":1,"\u006e":2}}`, 400, kindBadRequest},

@@ -60,6 +60,9 @@ func TestRESTFrontDoor(t *testing.T) {
 		{"GET", "/v1/resources/read?uri=demo://b", "", ""},
 		{"GET", "/v1/prompts/greet?who=a", "", ""},
 		{"POST", "/v1/prompts/greet", "application/json", `{"who":"a"}`},
+		// The members are read only for a call that may go on.
+		{"POST", "/v1/tools/add", "application/json", `{"a":1,"a":2}`},
+		{"POST", "/v1/prompts/greet", "application/json", `{"who":"a","who":"b"}`},
 	} {
 		t.Run("forbidden "+rt.method+" "+rt.path, func(t *testing.T) {
 			r := restRefused(t, f, restReq(rt.method, srv+rt.path, rt.contentType, rt.body, bearer(ciToken)...))

@@ -50,16 +50,17 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var args []byte
-	var scan *objectScan
+	what := "the body"
 	if get {
+		what = "the arguments query parameter"
 		args = []byte(q.Get("arguments"))
 		if len(args) == 0 {
 			args = []byte("{}")
 		}
-		if scan, ok = checkObject(w, args, "the arguments query parameter"); !ok {
+		if !shapeOK(w, args, what) {
 			return
 		}
-	} else if args, scan, ok = h.restBody(w, r); !ok {
+	} else if args, ok = h.restBody(w, r); !ok {
 		return
 	}
 	more := append(append([]byte(`"name":`), jsonrpc.Quote(name)...), `,"arguments":`...)
@@ -95,40 +96,8 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the tool %s does not declare annotations.readOnlyHint, so it is called with POST only", quote(clip(name)))))
 		return
 	}
-	if !caseCheck(w, scan, h.catalogs.declared(t)) {
+	if !h.checkArguments(w, r, ctx, args, what, t, name) {
 		return
-	}
-	if s := h.catalogs.inputSchema(name, t); s != nil {
-		// Large arguments take the check tens of bytes per byte: few are
-		// checked at once, so that many cannot exhaust memory together.
-		big := len(args) > bigArguments
-		if big {
-			select {
-			case h.bigChecks <- struct{}{}:
-			case <-ctx.Done():
-				h.restFail(w, r, ctx, ctx.Err())
-				return
-			}
-		}
-		failures, err := validateArguments(s, args)
-		if big {
-			<-h.bigChecks // the check is done; the call is not held to it
-		}
-		if errors.Is(err, errSchemaCheck) {
-			h.log.ErrorContext(r.Context(), "checking a tool's arguments failed", "tool", clip(name), "err", err)
-			writeProblem(w, newProblem(kindInternal, http.StatusInternalServerError, err.Error()))
-			return
-		}
-		if err != nil {
-			writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, err.Error()))
-			return
-		}
-		if failures != nil {
-			p := newProblem(kindInvalidArguments, http.StatusBadRequest, fmt.Sprintf("the arguments do not match the input schema of %s", quote(clip(name))))
-			p.Errors = failures
-			writeProblem(w, p)
-			return
-		}
 	}
 	c, err := h.b.Call(ctx, req, h.restCaller(r))
 	if err != nil {

@@ -145,7 +145,7 @@ func (h *handlers) restRead(w http.ResponseWriter, r *http.Request) {
 		h.restFail(w, r, r.Context(), err)
 		return
 	}
-	h.restOnce(w, r, req, func(p *problem) *problem {
+	h.restOnce(w, r, req, nil, func(p *problem) *problem {
 		if p.Type == problemPrefix+kindChildError && (p.Code == jsonrpc.CodeInvalidParams || p.Code == mcp.CodeLegacyNotFound) {
 			// 2026-07-28 says -32602 for a resource that does not exist.
 			nf := newProblem(kindNotFound, http.StatusNotFound, p.Detail)
@@ -165,6 +165,7 @@ func (h *handlers) restPrompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var args []byte
+	var check func(http.ResponseWriter) bool
 	if r.Method == http.MethodGet {
 		q, ok := onlyQuery(w, r, queryKeys(r)...)
 		if !ok {
@@ -179,17 +180,23 @@ func (h *handlers) restPrompt(w http.ResponseWriter, r *http.Request) {
 		if _, ok := onlyQuery(w, r); !ok {
 			return
 		}
-		if args, _, ok = h.restBody(w, r); !ok {
+		if args, ok = h.restBody(w, r); !ok {
 			return
 		}
-		members, err := jsonrpc.Members(args)
-		if err == nil {
-			for _, m := range members {
-				if v := args[m.Value.Start:m.Value.End]; len(v) == 0 || v[0] != '"' {
-					writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, "a prompt's arguments are strings: "+quote(clip(m.Key))+" is not"))
-					return
+		check = func(w http.ResponseWriter) bool {
+			if !h.checkArguments(w, r, r.Context(), args, "the body", nil, name) {
+				return false
+			}
+			members, err := jsonrpc.Members(args)
+			if err == nil {
+				for _, m := range members {
+					if v := args[m.Value.Start:m.Value.End]; len(v) == 0 || v[0] != '"' {
+						writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, "a prompt's arguments are strings: "+quote(clip(m.Key))+" is not"))
+						return false
+					}
 				}
 			}
+			return true
 		}
 	}
 	more := append(append([]byte(`"name":`), jsonrpc.Quote(name)...), `,"arguments":`...)
@@ -198,7 +205,7 @@ func (h *handlers) restPrompt(w http.ResponseWriter, r *http.Request) {
 		h.restFail(w, r, r.Context(), err)
 		return
 	}
-	h.restOnce(w, r, req, func(p *problem) *problem {
+	h.restOnce(w, r, req, check, func(p *problem) *problem {
 		if p.Type != problemPrefix+kindChildError || p.Code != jsonrpc.CodeInvalidParams || h.hasPrompt(w, r, name) {
 			return p
 		}
@@ -224,12 +231,13 @@ func (h *handlers) hasPrompt(w http.ResponseWriter, r *http.Request, name string
 }
 
 // restOnce makes one call and answers with its result as it came, or a
-// problem (passed through edit, when there is one).
-func (h *handlers) restOnce(w http.ResponseWriter, r *http.Request, req *mcp.Request, edit func(*problem) *problem) {
+// problem (passed through edit, when there is one). Once the caller may
+// make it, check, when there is one, may refuse it instead.
+func (h *handlers) restOnce(w http.ResponseWriter, r *http.Request, req *mcp.Request, check func(http.ResponseWriter) bool, edit func(*problem) *problem) {
 	a := newAudited(w, r)
 	defer h.audit(r, req, a, 0, time.Now())
 	w = a
-	if !h.authorize(w, r, req) {
+	if !h.authorize(w, r, req) || (check != nil && !check(w)) {
 		return
 	}
 	result, p := h.restExchange(w, r, r.Context(), req)
