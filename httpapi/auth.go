@@ -100,8 +100,14 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 		// Taken before the credentials are checked, so that a reload
 		// between the two is not missed.
 		changed := h.opts.Auth.Changed()
-		header := r.Header.Get("Authorization")
-		id, err := h.opts.Auth.Authenticate(r.Context(), header)
+		var id auth.Identity
+		var err error
+		if hs := r.Header.Values("Authorization"); len(hs) > 1 {
+			// A proxy or the child's own code may read the other one.
+			err = &auth.Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: "the Authorization header is sent more than once", Reason: "malformed"}
+		} else {
+			id, err = h.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		}
 		if err != nil && h.opts.Limiter != nil {
 			// Failed attempts count against the address's rate, so that
 			// guessing tokens is as slow as calling.
@@ -147,7 +153,7 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 			ctx, stop = context.WithDeadlineCause(ctx, id.Expires, fmt.Errorf("%w: the token expired", errCredentialsEnded))
 			defer detach.Later(w, stop)
 		}
-		go h.recheck(ctx, cancel, changed, header)
+		go h.recheck(ctx, cancel, changed, r.Header.Get("Authorization"))
 		ctx = context.WithValue(ctx, identityKey{}, caller{id: id, authenticated: true})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})

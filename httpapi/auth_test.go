@@ -118,11 +118,13 @@ func TestCredentialsAreRequired(t *testing.T) {
 		"token as-is": {"Authorization", ciToken},
 		"empty":       {"Authorization", "Bearer "},
 		"two":         {"Authorization", "Bearer " + ciToken + " " + ciToken},
+		// Which of two headers counts is up to each reader of them.
+		"header twice": {"Authorization", "Bearer " + ciToken, "Authorization", "Bearer not-a-token"},
 	}
 	for name, header := range headers {
 		resp := post(t, srv+"/mcp", "application/json", call, header...)
 		status, code := http.StatusUnauthorized, jsonrpc.CodeUnauthorized
-		if name == "empty" || name == "two" {
+		if name == "empty" || name == "two" || name == "header twice" {
 			// No token can be read: RFC 6750's invalid_request.
 			status, code = http.StatusBadRequest, jsonrpc.CodeInvalidRequest
 		}

@@ -263,7 +263,7 @@ func newPost(url, contentType, body string, header ...string) *http.Request {
 		req.Header.Set("Content-Type", contentType)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		req.Header.Add(header[i], header[i+1])
 	}
 	return req
 }

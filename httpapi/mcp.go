@@ -123,6 +123,11 @@ func codings(values []string) []string {
 // readBody reads a POST's JSON body within the size and time limits, or
 // answers the client itself and reports false.
 func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if len(r.Header.Values("Content-Type")) > 1 {
+		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "Content-Type is sent more than once: send it once, as application/json"})
+		return nil, false
+	}
 	if !isJSON(r.Header.Get("Content-Type")) {
 		writeError(w, http.StatusUnsupportedMediaType, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("Content-Type must be application/json, not %q", r.Header.Get("Content-Type"))})

@@ -43,12 +43,15 @@ func TestBadInputIsRefused(t *testing.T) {
 		"GET":                 {"GET", "", ``, 405, jsonrpc.CodeInvalidRequest, "null"},
 		"DELETE":              {"DELETE", "", ``, 405, jsonrpc.CodeInvalidRequest, "null"},
 		"json with a charset": {"POST", "application/json; charset=utf-8", `{"jsonrpc":"2.0","id":1,"method":"m","params":3}`, 400, jsonrpc.CodeInvalidRequest, "1"},
+		"content type twice":  {"POST", "application/json|application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 400, jsonrpc.CodeInvalidRequest, "null"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			req, _ := http.NewRequest(tt.method, srv.URL+"/mcp", strings.NewReader(tt.body))
 			if tt.contentType != "" {
-				req.Header.Set("Content-Type", tt.contentType)
+				for ct := range strings.SplitSeq(tt.contentType, "|") {
+					req.Header.Add("Content-Type", ct)
+				}
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

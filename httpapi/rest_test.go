@@ -117,6 +117,7 @@ func TestRESTToolCallRefused(t *testing.T) {
 		{"text/plain", "POST", "/v1/tools/add", "text/plain", `{}`, 415, kindUnsupportedMedia},
 		{"form", "POST", "/v1/tools/add", "application/x-www-form-urlencoded", `a=1`, 415, kindUnsupportedMedia},
 		{"no content type", "POST", "/v1/tools/add", "", `{}`, 415, kindUnsupportedMedia},
+		{"content type twice", "POST", "/v1/tools/add", "application/json|application/json", `{}`, 400, kindBadRequest},
 		{"too large", "POST", "/v1/tools/add", "application/json", `{"x":"` + strings.Repeat("a", 2000) + `"}`, 413, kindTooLarge},
 		{"unknown query parameter", "POST", "/v1/tools/add?dry=1", "", "", 400, kindBadRequest},
 		{"arguments in the query of a POST", "POST", "/v1/tools/add?arguments=%7B%7D", "", "", 400, kindBadRequest},
@@ -138,7 +139,12 @@ func TestRESTToolCallRefused(t *testing.T) {
 		{"PUT", "PUT", "/v1/tools/add", "application/json", `{}`, 405, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := restRefused(t, f, restReq(tc.method, srv+tc.path, tc.contentType, tc.body))
+			ct, more, twice := strings.Cut(tc.contentType, "|")
+			var header []string
+			if twice {
+				header = []string{"Content-Type", more}
+			}
+			r := restRefused(t, f, restReq(tc.method, srv+tc.path, ct, tc.body, header...))
 			wantProblem(t, r, tc.status, tc.kind)
 			if r.status == http.StatusMethodNotAllowed && r.header.Get("Allow") == "" {
 				t.Error("405 without Allow")

@@ -39,6 +39,7 @@ func TestRESTFrontDoor(t *testing.T) {
 			{"no token", nil, 401, kindUnauthorized},
 			{"wrong token", bearer("not-a-token-0123456789"), 401, kindUnauthorized},
 			{"no token in the header", []string{"Authorization", "Bearer "}, 400, kindBadRequest},
+			{"the header twice", []string{"Authorization", "Bearer " + ciToken, "Authorization", "Bearer " + ciToken}, 400, kindBadRequest},
 		} {
 			t.Run(cred.name+" "+rt.method+" "+rt.path, func(t *testing.T) {
 				r := restRefused(t, f, restReq(rt.method, srv+rt.path, rt.contentType, rt.body, cred.header...))

@@ -64,7 +64,7 @@ func restReq(method, url, contentType, body string, header ...string) *http.Requ
 		req.Header.Set("Content-Type", contentType)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		req.Header.Add(header[i], header[i+1])
 	}
 	return req
 }
