@@ -11,10 +11,12 @@ import (
 )
 
 // corsHeaders are the request headers a web app on an allowed origin may
-// send: MCP's own, the credentials, and any Mcp-Param-* (the names follow
-// each tool's schema, so they cannot be listed).
+// send: MCP's own, the credentials, what names a request in the logs and
+// traces, and any Mcp-Param-* (the names follow each tool's schema, so
+// they cannot be listed).
 var corsHeaders = []string{"Authorization", "Content-Type", "Accept", "Last-Event-ID",
-	mcp.HeaderSession, mcp.HeaderProtocolVersion, mcp.HeaderMethod, mcp.HeaderName}
+	mcp.HeaderSession, mcp.HeaderProtocolVersion, mcp.HeaderMethod, mcp.HeaderName,
+	requestIDHeader, "Traceparent", "Tracestate"}
 
 // corsExposed are the response headers its scripts may read.
 var corsExposed = []string{mcp.HeaderSession, mcp.HeaderProtocolVersion, "Retry-After", "WWW-Authenticate", "X-Request-Id", "Allow"}

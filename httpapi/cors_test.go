@@ -66,6 +66,8 @@ func TestCORS(t *testing.T) {
 			acao: appOrigin, allowHeaders: []string{"Authorization", "Last-Event-ID"}},
 		{name: "preflight for DELETE /mcp", origins: app, method: "OPTIONS", path: "/mcp", origin: appOrigin, preflightMethod: "DELETE", preflightHeaders: "Mcp-Session-Id, Mcp-Method, Mcp-Name, Accept",
 			acao: appOrigin, allowHeaders: []string{"Mcp-Session-Id", "Mcp-Method", "Mcp-Name", "Accept"}},
+		{name: "preflight for the naming headers", origins: app, method: "OPTIONS", path: "/v1/tools/echo", origin: appOrigin, preflightMethod: "POST",
+			preflightHeaders: "x-request-id, traceparent, tracestate", acao: appOrigin, allowHeaders: []string{"X-Request-Id", "Traceparent", "Tracestate"}},
 		{name: "preflight with no headers", origins: app, method: "OPTIONS", path: "/v1/tools", origin: appOrigin, preflightMethod: "GET", acao: appOrigin},
 		{name: "preflight for a header not on the list", origins: app, method: "OPTIONS", path: "/v1/tools/echo", origin: appOrigin, preflightMethod: "POST",
 			preflightHeaders: "Authorization, X-Evil", refusedPreflight: true},

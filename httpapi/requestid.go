@@ -54,9 +54,10 @@ func (g *requestIDs) next() string {
 	return string(strconv.AppendUint(out, n, 10))
 }
 
-// named gives each request its naming: the client's X-Request-Id when it
-// is a short plain token (it goes on every log line, where a long or odd
-// one does not belong), or a new one; and its trace context.
+// named gives each request its naming, and its answer the X-Request-Id:
+// the client's X-Request-Id when it is a short plain token (it goes on
+// every log line, where a long or odd one does not belong), or a new one;
+// and its trace context.
 func (g *requestIDs) named(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := &naming{id: r.Header.Get(requestIDHeader)}
@@ -64,6 +65,8 @@ func (g *requestIDs) named(next http.Handler) http.Handler {
 			n.id = g.next()
 		}
 		n.trace, n.traced = readTrace(r.Header)
+		// Said back, so that a client can quote the id the logs use.
+		w.Header()[requestIDHeader] = []string{n.id}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), namingKey{}, n)))
 	})
 }

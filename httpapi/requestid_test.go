@@ -26,7 +26,11 @@ func TestRequestNaming(t *testing.T) {
 			r.Header.Set("traceparent", traceparent)
 		}
 		got = naming{}
-		h.ServeHTTP(httptest.NewRecorder(), r)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if said := rec.Result().Header.Values(requestIDHeader); len(said) != 1 || said[0] != got.id {
+			t.Errorf("the answer says X-Request-Id %q, the logs %q", said, got.id)
+		}
 		return got
 	}
 	if n := name("client-1", ""); n.id != "client-1" || n.traced {
