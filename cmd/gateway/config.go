@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"strings"
@@ -134,7 +135,7 @@ func (c *Config) validate() error {
 	c.AllowedOrigins = trimList(c.AllowedOrigins)
 	for _, o := range c.AllowedOrigins {
 		if o != "*" && !isOrigin(o) {
-			errs = append(errs, fmt.Errorf("GATEWAY_ALLOWED_ORIGINS: %q is not an origin as browsers send it (scheme://host[:port], no default port, or * alone; no patterns)", o))
+			errs = append(errs, fmt.Errorf("GATEWAY_ALLOWED_ORIGINS: %q is not an origin as browsers send it (scheme://host[:port], no default port, an international name as xn--..., or * alone; no patterns)", o))
 		}
 	}
 	for name, d := range map[string]time.Duration{
@@ -169,6 +170,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxHeaderBytes > 64<<10 {
 		errs = append(errs, fmt.Errorf("GATEWAY_MAX_HEADER_BYTES must be at most 65536, not %d", c.MaxHeaderBytes))
+	}
+	if math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
+		errs = append(errs, fmt.Errorf("GATEWAY_RATE_LIMIT must be a number of calls per second, not %v", c.RateLimit))
 	}
 	if c.RateLimit < 0 || c.RateBurst < 0 || c.MaxStreamsPerClient < 0 {
 		errs = append(errs, errors.New("GATEWAY_RATE_LIMIT, GATEWAY_RATE_BURST and GATEWAY_MAX_STREAMS_PER_CLIENT must not be negative"))
@@ -312,6 +316,11 @@ func trimList(list []string) []string {
 // slash, and no default port (browsers leave it out, so an entry with one
 // would never match).
 func isOrigin(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false // browsers send an international name as xn--...
+		}
+	}
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || strings.ContainsAny(s, "*?#") || strings.Trim(u.Path, "/") != "" {
 		return false

@@ -100,7 +100,7 @@ func TestAllowedOrigins(t *testing.T) {
 		!slices.Equal(cfg.AllowedHosts, []string{"mcp.example.com", "localhost"}) {
 		t.Errorf("origins %q, hosts %q", cfg.AllowedOrigins, cfg.AllowedHosts)
 	}
-	for _, bad := range []string{"app.example", "https://app.example/path", "https://", "https://u@app.example", "https://app.example?x=1", "https://*.example.com", "https://app.example:443", "http://app.example:80", "https://app.example#x", "https://app.example?"} {
+	for _, bad := range []string{"app.example", "https://app.example/path", "https://", "https://u@app.example", "https://app.example?x=1", "https://*.example.com", "https://app.example:443", "http://app.example:80", "https://app.example#x", "https://app.example?", "https://bücher.example"} {
 		t.Setenv("GATEWAY_ALLOWED_ORIGINS", "*,"+bad)
 		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "GATEWAY_ALLOWED_ORIGINS") {
 			t.Errorf("%q: %v", bad, err)
@@ -228,6 +228,15 @@ func TestGuardSettings(t *testing.T) {
 	for _, want := range []string{"GATEWAY_MAX_HEADER_BYTES", "GATEWAY_OAUTH_LEEWAY", "GATEWAY_RATE_LIMIT", "GATEWAY_HEAP_FLOOR_BYTES"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("loadConfig error %v does not mention %s", err, want)
+		}
+	}
+	t.Setenv("GATEWAY_MAX_HEADER_BYTES", "4096")
+	t.Setenv("GATEWAY_OAUTH_LEEWAY", "1s")
+	t.Setenv("GATEWAY_HEAP_FLOOR_BYTES", "0")
+	for _, rate := range []string{"NaN", "Inf", "-Inf", "+Inf"} {
+		t.Setenv("GATEWAY_RATE_LIMIT", rate)
+		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "GATEWAY_RATE_LIMIT") {
+			t.Errorf("GATEWAY_RATE_LIMIT=%s: %v", rate, err)
 		}
 	}
 }
