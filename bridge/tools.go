@@ -126,7 +126,8 @@ func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.Pa
 	digest := sha256.New()
 	size := 0
 	var cursor []byte
-	for range maxToolPages {
+	cursors := map[string]bool{}
+	for page := 1; ; page++ {
 		var more []byte
 		if cursor != nil {
 			more = append([]byte(`"cursor":`), cursor...)
@@ -170,9 +171,21 @@ func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.Pa
 			}
 		}
 		next := jsonrpc.Get(resp.Result, "nextCursor")
-		if s, ok := mcp.String(next); !ok || s == "" {
+		s, ok := mcp.String(next)
+		if !ok || s == "" {
 			break
 		}
+		// The tools read so far are kept: a partial list checks the
+		// headers of the tools it has, where none would check any.
+		if cursors[s] {
+			ch.log.Warn("the child's tools/list gave a cursor it had given before; the pages after it are not read", "pages", page, "tools", len(list.Tools))
+			break
+		}
+		if page == maxToolPages {
+			ch.log.Warn(fmt.Sprintf("the child's tools/list has more than %d pages; the rest are not read", maxToolPages), "tools", len(list.Tools))
+			break
+		}
+		cursors[s] = true
 		cursor = next
 	}
 	digest.Sum(list.Digest[:0])

@@ -3,9 +3,12 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
@@ -66,5 +69,48 @@ func TestToolListPagesCopiesAndBound(t *testing.T) {
 	var e *jsonrpc.Error
 	if !errors.As(g.err, &e) || e.Code != jsonrpc.CodeTooLarge {
 		t.Errorf("a list over the bound: %v, want code %d", g.err, jsonrpc.CodeTooLarge)
+	}
+}
+
+// A cursor given twice, or more pages than the bridge reads, ends the list
+// where it is, and the log says so.
+func TestToolListPagesEnd(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		cursor func(page int) string
+		pages  int
+		logged string
+	}{
+		{"a cursor given twice", func(page int) string { return []string{"a", "b", "a"}[page] }, 3, "a cursor it had given before"},
+		{"no end", func(page int) string { return fmt.Sprintf("p%d", page) }, maxToolPages, "more than 100 pages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var log gatewaytest.LockedBuffer
+			w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+			w.b = New(w.start, strict(t, Options{Era: EraLegacy, Logger: slog.New(slog.NewTextHandler(&log, nil))}))
+			t.Cleanup(func() { w.b.Close(context.Background()) })
+			child := <-w.children
+			t.Cleanup(child.exit)
+			answer := make(chan *ToolList, 1)
+			go func() {
+				l, err := w.b.Tools(context.Background())
+				if err != nil {
+					t.Error(err)
+				}
+				answer <- l
+			}()
+			for page := range tc.pages {
+				m := child.expect("tools/list")
+				child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"t%d"}],"nextCursor":%q}}`, m.ID, page, tc.cursor(page))
+			}
+			if l := <-answer; l == nil || len(l.Tools) != tc.pages {
+				t.Fatalf("list %+v, want %d tools", l, tc.pages)
+			}
+			if !strings.Contains(log.String(), tc.logged) {
+				t.Errorf("the log does not say %q:\n%s", tc.logged, log.String())
+			}
+		})
 	}
 }
