@@ -21,6 +21,7 @@ type naming struct {
 	id     string
 	trace  trace
 	traced bool
+	said   [1]string // the answer's X-Request-Id, held here to save an allocation
 }
 
 type namingKey struct{}
@@ -66,7 +67,8 @@ func (g *requestIDs) named(next http.Handler) http.Handler {
 		}
 		n.trace, n.traced = readTrace(r.Header)
 		// Said back, so that a client can quote the id the logs use.
-		w.Header()[requestIDHeader] = []string{n.id}
+		n.said[0] = n.id
+		w.Header()[requestIDHeader] = n.said[:]
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), namingKey{}, n)))
 	})
 }
