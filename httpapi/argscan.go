@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -17,11 +18,17 @@ import (
 // every member and is run only for a call that may go on, a few at a time
 // when the arguments are large (see handlers.bigChecks).
 
-// objectShape says why b is not exactly one JSON object, or nil.
+// objectShape says why b is not exactly one JSON object, or nil. An
+// object nested deeper than the scan walks is refused here too: the
+// request it would be spliced into has a depth bound of its own, which
+// it would meet first.
 func objectShape(b []byte) error {
 	if json.Valid(b) {
 		if i := skipSpace(b, 0); b[i] != '{' {
 			return errors.New("it is not an object")
+		}
+		if tooDeep(b) {
+			return errors.New("nested too deeply")
 		}
 		return nil
 	}
@@ -36,6 +43,25 @@ func objectShape(b []byte) error {
 		return errors.New("it is not an object")
 	}
 	return errors.New("something follows the object")
+}
+
+// tooDeep reports whether valid JSON nests deeper than maxDepth.
+func tooDeep(b []byte) bool {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			if depth++; depth > maxDepth {
+				return true
+			}
+		case '}', ']':
+			depth--
+		case '"':
+			i, _ = stringEnd(b, i)
+			i--
+		}
+	}
+	return false
 }
 
 // maxDepth bounds the nesting the scan walks; maxValues, the values.
@@ -69,7 +95,8 @@ var errCaseNames = errors.New("names differ by letter case")
 // carries its whole message; any other says what is wrong with b.
 func scanArguments(b []byte, decl *declaredNames) error {
 	s := &argScan{b: b, decl: decl}
-	if _, err := s.value(skipSpace(b, 0), 0); err != nil {
+	// The object itself is not one of the values counted.
+	if _, err := s.object(skipSpace(b, 0), 1); err != nil {
 		return err
 	}
 	switch {
@@ -139,7 +166,7 @@ func (s *argScan) object(i, depth int) (int, error) {
 		return i + 1, nil
 	}
 	seen := map[string]struct{}{}
-	var declared map[string][]string // by foldName: names the schema declares, in this object
+	var declared []string // names the schema declares in other letter cases too, in this object
 	for {
 		end, escaped := stringEnd(s.b, i)
 		key, err := s.name(s.b[i:end], escaped)
@@ -170,27 +197,25 @@ func (s *argScan) object(i, depth int) (int, error) {
 // letter case, the last one winning): a variant of a declared name, or two
 // declared names of one object that no object of the schema declares
 // together. Names the schema does not declare are free (a map's keys).
-func (s *argScan) readAlike(key string, declared map[string][]string) map[string][]string {
+// declared holds the object's names that the schema declares in another
+// letter case too: the only ones that can make a pair, and few.
+func (s *argScan) readAlike(key string, declared []string) []string {
+	ds := s.folded(key)
 	if !s.decl.names[key] {
-		if s.misread == "" {
-			if ds := s.folded(key); len(ds) > 0 {
-				s.misread, s.misreadAs = key, ds[0]
-			}
+		if s.misread == "" && len(ds) > 0 {
+			s.misread, s.misreadAs = key, ds[0]
 		}
 		return declared
 	}
-	// Declared names are few, and each appears once in an object.
-	if declared == nil {
-		declared = map[string][]string{}
+	if len(ds) < 2 {
+		return declared
 	}
-	f := foldName(key)
-	for _, other := range declared[f] {
-		if s.twins[0] == "" && !s.decl.together[pairOf(other, key)] {
+	for _, other := range declared {
+		if s.twins[0] == "" && slices.Contains(ds, other) && !s.decl.together[pairOf(other, key)] {
 			s.twins = [2]string{other, key}
 		}
 	}
-	declared[f] = append(declared[f], key)
-	return declared
+	return append(declared, key)
 }
 
 // folded is the declared names key may be read as; an ASCII name is

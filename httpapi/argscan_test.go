@@ -95,14 +95,83 @@ func refScan(b []byte) error {
 	return nil
 }
 
-// FuzzArgumentScan: the shape check takes exactly the single JSON objects,
-// and on those the scan refuses exactly what the decoder-based reference
-// does, never panicking.
+// refCase reports whether a Go server may read a name of b (valid JSON,
+// no member twice) otherwise than the schema check: a variant of a
+// declared name that is not declared itself, or two declared names of one
+// object, alike but for letter case, that the schema never declares
+// together. Plainly: every pair of names compared.
+func refCase(b []byte, decl *declaredNames) bool {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if d.Decode(&v) != nil {
+		return false
+	}
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, sub := range v {
+				if !decl.names[k] && len(decl.byFold[foldName(k)]) > 0 {
+					return true
+				}
+				for other := range v {
+					if other < k && decl.names[k] && decl.names[other] && foldName(k) == foldName(other) && !decl.together[pairOf(k, other)] {
+						return true
+					}
+				}
+				if walk(sub) {
+					return true
+				}
+			}
+		case []any:
+			for _, sub := range v {
+				if walk(sub) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
+}
+
+// depthOf is how deep a decoded value nests.
+func depthOf(v any) int {
+	deepest := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, sub := range v {
+			deepest = max(deepest, depthOf(sub))
+		}
+	case []any:
+		for _, sub := range v {
+			deepest = max(deepest, depthOf(sub))
+		}
+	default:
+		return 0
+	}
+	return deepest + 1
+}
+
+// FuzzArgumentScan: the shape check takes exactly the single JSON objects
+// no deeper than the scan walks, and on those the scan refuses exactly
+// what the decoder-based references do, for names and for letter case
+// against a schema, never panicking.
 func FuzzArgumentScan(f *testing.F) {
+	decl := &declaredNames{names: map[string]bool{}, byFold: map[string][]string{}, together: map[[2]string]bool{}}
+	var schema any
+	if err := json.Unmarshal([]byte(`{"type":"object","properties":{"id":{},"ID":{},"inner":{"properties":{"k":{},"K":{}}},`+
+		`"a":{},"deep":{"properties":{"A":{},"ſ":{}}},"text":{},"files":{}}}`), &schema); err != nil {
+		f.Fatal(err)
+	}
+	decl.collect(schema, 0)
 	for _, seed := range []string{
 		`{}`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":{"b":[{"c":1,"c":2}]}}`, `{"a":"\"","b":"\\"}`,
-		`{"\xff":1,"\xfe":2}`, `{"n":1e1001}`, `{"n":-0.5E-3}`, `[1]`, `{} {}`, `{"a":`, ` {"a" : [ true , false , null ] } `,
+		"{\"\xff\":1,\"\xfe\":2}", `{"n":1e1001}`, `{"n":-0.5E-3}`, `[1]`, `{} {}`, `{"a":`, ` {"a" : [ true , false , null ] } `,
 		`{"a":1,"A":2}`, `{"` + strings.Repeat("x", 100) + `":{}}`, strings.Repeat(`{"a":`, 600) + `1` + strings.Repeat(`}`, 600),
+		`{"id":1,"ID":2}`, `{"inner":{"k":1,"K":2}}`, `{"Text":1}`, `{"s":1,"S":2}`, `{"x":[{"A":1,"a":2}]}`, `{"TEXT":"a","text":"b"}`,
+		`{"files":{"Makefile":1,"makefile":2}}`, `{"\u0041":1,"a":2}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -117,15 +186,25 @@ func FuzzArgumentScan(f *testing.F) {
 		if _, ok := v.(map[string]any); !ok {
 			isObject = false
 		}
-		if err := objectShape(b); (err == nil) != isObject {
-			t.Fatalf("%q: shape %v, decodes to an object: %v", b, err, isObject)
+		shape := objectShape(b)
+		if want := isObject && depthOf(v) <= maxDepth; (shape == nil) != want {
+			t.Fatalf("%q: shape %v, decodes to an object no deeper than %d: %v", b, shape, maxDepth, want)
 		}
-		if !isObject {
+		if shape != nil {
 			return
 		}
-		got, want := scanArguments(b, nil), refScan(b)
-		if (got == nil) != (want == nil) {
+		want := refScan(b)
+		if got := scanArguments(b, nil); (got == nil) != (want == nil) {
 			t.Fatalf("%q: scan %v, reference %v", b, got, want)
+		}
+		got := scanArguments(b, decl)
+		switch {
+		case want != nil && (got == nil || errors.Is(got, errCaseNames)):
+			t.Fatalf("%q: scan against the schema %v, reference %v", b, got, want)
+		case want == nil && errors.Is(got, errCaseNames) != refCase(b, decl):
+			t.Fatalf("%q: scan against the schema %v, reference finds a letter-case refusal: %v", b, got, refCase(b, decl))
+		case want == nil && got != nil && !errors.Is(got, errCaseNames):
+			t.Fatalf("%q: scan against the schema %v", b, got)
 		}
 	})
 }

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -36,6 +39,9 @@ func TestRESTArgumentsAreReadAlike(t *testing.T) {
 		{"a large but ordinary number", "bounded", `{"n":1e300}`, 400}, // over the maximum: the schema says so
 		{"ordinary unique items", "bounded", `{"l":[` + strings.Repeat(`1.5,`, 30) + `2]}`, 400},
 		{"more values than the check takes", "bounded", `{"l":[` + strings.Repeat(`0,`, 1<<20) + `0]}`, 400},
+		{"as many values as the check takes", "twins", `{"files":{"l":[` + strings.Repeat(`0,`, 1<<20-3) + `0]}}`, 200},
+		{"one value more", "twins", `{"files":{"l":[` + strings.Repeat(`0,`, 1<<20-2) + `0]}}`, 400},
+		{"nested as deep as JSON goes", "bounded", `{"l":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, 400},
 		{"distinct items", "bounded", `{"l":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23]}`, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,5 +82,41 @@ func TestSSEDataIsOneLine(t *testing.T) {
 	}
 	if b := oneLine([]byte(`{"a":1}`)); string(b) != `{"a":1}` {
 		t.Errorf("oneLine changed %s", b)
+	}
+}
+
+// Large arguments are checked two at a time: a call waits for a slot, and
+// gives up waiting when its time runs out; a slot is given back however
+// the check ends.
+func TestLargeArgumentsTakeTurns(t *testing.T) {
+	t.Parallel()
+	h := &handlers{bigChecks: make(chan struct{}, 2)}
+	large := manyMembers(bigArguments / 8)
+	twice := append(bytes.Clone(large[:len(large)-1]), `,"k0":0}`...)
+	if len(large) <= bigArguments {
+		t.Fatalf("%d bytes are not large", len(large))
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/tools/x", nil)
+	check := func(ctx context.Context, args []byte) (bool, int) {
+		rec := httptest.NewRecorder()
+		ok := h.checkArguments(rec, r, ctx, args, "the body", nil, "x")
+		return ok, rec.Code
+	}
+	h.bigChecks <- struct{}{}
+	h.bigChecks <- struct{}{}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errCallTimeout)
+	if ok, status := check(ctx, large); ok || status != http.StatusGatewayTimeout || len(h.bigChecks) != 2 {
+		t.Errorf("waiting for a slot past the timeout: %v, %d, %d slots taken", ok, status, len(h.bigChecks))
+	}
+	<-h.bigChecks
+	if ok, _ := check(context.Background(), large); !ok || len(h.bigChecks) != 1 {
+		t.Errorf("with a slot free: %v, %d slots taken after", ok, len(h.bigChecks))
+	}
+	if ok, status := check(context.Background(), twice); ok || status != http.StatusBadRequest || len(h.bigChecks) != 1 {
+		t.Errorf("refused: %v, %d, %d slots taken after", ok, status, len(h.bigChecks))
+	}
+	if ok, _ := check(ctx, []byte(`{"small":1}`)); !ok {
+		t.Error("small arguments waited for a slot")
 	}
 }

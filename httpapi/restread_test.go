@@ -154,6 +154,7 @@ func TestRESTPrompts(t *testing.T) {
 		{"true", "POST", "/v1/prompts/greet", "application/json", `{"who":"a","loud":true}`, 400, kindBadRequest},
 		{"not an object", "POST", "/v1/prompts/greet", "application/json", `["a"]`, 400, kindBadRequest},
 		{"duplicate", "POST", "/v1/prompts/greet", "application/json", `{"who":"a","w\u0068o":"b"}`, 400, kindBadRequest},
+		{"nested as deep as JSON goes", "POST", "/v1/prompts/greet", "application/json", `{"who":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, 400, kindBadRequest},
 		{"text/plain", "POST", "/v1/prompts/greet", "text/plain", `{"who":"a"}`, 415, kindUnsupportedMedia},
 		{"query on a POST", "POST", "/v1/prompts/greet?who=a", "", "", 400, kindBadRequest},
 		{"an argument twice", "GET", "/v1/prompts/greet?who=a&who=b", "", "", 400, kindBadRequest},

@@ -322,7 +322,7 @@ func isOrigin(s string) bool {
 		}
 	}
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || strings.ContainsAny(s, "*?#") || strings.Trim(u.Path, "/") != "" {
+	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || strings.ContainsAny(s, "*?#%") || strings.Trim(u.Path, "/") != "" {
 		return false
 	}
 	port := u.Port()

@@ -100,7 +100,7 @@ func TestAllowedOrigins(t *testing.T) {
 		!slices.Equal(cfg.AllowedHosts, []string{"mcp.example.com", "localhost"}) {
 		t.Errorf("origins %q, hosts %q", cfg.AllowedOrigins, cfg.AllowedHosts)
 	}
-	for _, bad := range []string{"app.example", "https://app.example/path", "https://", "https://u@app.example", "https://app.example?x=1", "https://*.example.com", "https://app.example:443", "http://app.example:80", "https://app.example#x", "https://app.example?", "https://bücher.example"} {
+	for _, bad := range []string{"app.example", "https://app.example/path", "https://", "https://u@app.example", "https://app.example?x=1", "https://*.example.com", "https://app.example:443", "http://app.example:80", "https://app.example#x", "https://app.example?", "https://bücher.example", "https://b%C3%BCcher.example"} {
 		t.Setenv("GATEWAY_ALLOWED_ORIGINS", "*,"+bad)
 		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "GATEWAY_ALLOWED_ORIGINS") {
 			t.Errorf("%q: %v", bad, err)
