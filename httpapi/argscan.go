@@ -88,11 +88,14 @@ type argScan struct {
 	twins              [2]string
 }
 
-// errCaseNames marks a refusal for letter case (its message is whole).
-var errCaseNames = errors.New("names differ by letter case")
+// caseError is a refusal for letter case: b is well formed, but may be
+// read otherwise than checked.
+type caseError struct{ msg string }
 
-// scanArguments runs argScan over b. An error wrapping errCaseNames
-// carries its whole message; any other says what is wrong with b.
+func (e *caseError) Error() string { return e.msg }
+
+// scanArguments runs argScan over b. A *caseError says which names may be
+// misread; any other error, what is wrong with b.
 func scanArguments(b []byte, decl *declaredNames) error {
 	s := &argScan{b: b, decl: decl}
 	// The object itself is not one of the values counted.
@@ -101,11 +104,11 @@ func scanArguments(b []byte, decl *declaredNames) error {
 	}
 	switch {
 	case s.misread != "":
-		return fmt.Errorf("%w: member %s may be read as the argument %s, which the tool's input schema declares; use its name as declared",
-			errCaseNames, quote(clip(s.misread)), quote(clip(s.misreadAs)))
+		return &caseError{fmt.Sprintf("member %s may be read as the argument %s, which the tool's input schema declares; use its name as declared",
+			quote(clip(s.misread)), quote(clip(s.misreadAs)))}
 	case s.twins[0] != "":
-		return fmt.Errorf("%w: members %s and %s differ only by letter case, which a server may read as one; no object of the tool's input schema declares both",
-			errCaseNames, quote(clip(s.twins[0])), quote(clip(s.twins[1])))
+		return &caseError{fmt.Sprintf("members %s and %s differ only by letter case, which a server may read as one; no object of the tool's input schema declares both",
+			quote(clip(s.twins[0])), quote(clip(s.twins[1])))}
 	}
 	return nil
 }

@@ -81,8 +81,9 @@ func (h *handlers) checkArguments(w http.ResponseWriter, r *http.Request, ctx co
 	}
 	if err := scanArguments(args, decl); err != nil {
 		msg := what + " must be a JSON object: " + err.Error()
-		if errors.Is(err, errCaseNames) {
-			msg = strings.TrimPrefix(err.Error(), errCaseNames.Error()+": ")
+		var ce *caseError
+		if errors.As(err, &ce) {
+			msg = ce.msg
 		}
 		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, msg))
 		return false
