@@ -120,16 +120,17 @@ func (h *handlers) legacySession(w http.ResponseWriter, r *http.Request, id []by
 // calls in flight on this replica are cancelled, and this replica refuses
 // the id from now on (see sessions.end for the others).
 func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
-	if f := sentTwice(r, mcp.HeaderSession); f != nil {
-		writeError(w, f.status, nil, f.err)
+	// Read as any request of the session is: its owner, and the revision
+	// the client says it speaks.
+	sess, ok := h.legacySession(w, r, nil)
+	if !ok {
 		return
 	}
-	sid := r.Header.Get(mcp.HeaderSession)
-	if sid == "" {
+	if sess == nil {
 		h.methodNotAllowed(w, r)
 		return
 	}
-	if err := h.sessions.end(sid, callerOf(r.Context()).owner()); err != nil {
+	if err := h.sessions.end(r.Header.Get(mcp.HeaderSession), callerOf(r.Context()).owner()); err != nil {
 		if errors.Is(err, errTooManyEnded.err) {
 			writeError(w, errTooManyEnded.status, nil, errTooManyEnded.err)
 			return

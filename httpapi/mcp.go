@@ -230,6 +230,12 @@ func (h *handlers) modern(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 		return
 	}
 	caller.CanStream = accepts(r.Header.Get("Accept"), "text/event-stream")
+	if req.Method == mcp.MethodListen && !caller.CanStream {
+		// A listen answers with nothing but its stream.
+		writeError(w, http.StatusNotAcceptable, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: mcp.MethodListen + " is answered with an event stream: send Accept: text/event-stream"})
+		return
+	}
 	h.call(w, r, req, caller, nil)
 }
 

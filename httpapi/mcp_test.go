@@ -61,8 +61,8 @@ func TestBadInputIsRefused(t *testing.T) {
 			if resp.StatusCode != tt.status {
 				t.Errorf("status = %d, want %d", resp.StatusCode, tt.status)
 			}
-			if tt.status == 405 && resp.Header.Get("Allow") != "POST" {
-				t.Errorf("Allow = %q, want POST", resp.Header.Get("Allow"))
+			if tt.status == 405 && resp.Header.Get("Allow") != "POST, DELETE" {
+				t.Errorf("Allow = %q, want POST, DELETE", resp.Header.Get("Allow"))
 			}
 			id, code := readRPCError(t, resp)
 			if code != tt.code || id != tt.id {

@@ -311,8 +311,8 @@ func mustJSON(v any) []byte {
 
 func (h *handlers) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/mcp" {
-		// The stateless transport has no GET stream and no sessions to DELETE.
-		w.Header().Set("Allow", http.MethodPost)
+		// No GET stream in either era; DELETE ends a 2025 session.
+		w.Header().Set("Allow", "POST, DELETE")
 		writeError(w, http.StatusMethodNotAllowed, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: r.Method + " is not supported on /mcp: send each JSON-RPC message as a POST"})
 		return

@@ -134,7 +134,17 @@ func TestLegacyCancellation(t *testing.T) {
 
 	done = postInBackground(srv.URL+"/mcp", `{"jsonrpc":"2.0","id":"slow-2","method":"tools/call"}`, "Mcp-Session-Id", sid)
 	c = f.next(t)
+	// A DELETE that speaks another revision than the session's is refused
+	// like any of its requests.
 	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/mcp", nil)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-03-26")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("DELETE in another revision: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	req, _ = http.NewRequest(http.MethodDelete, srv.URL+"/mcp", nil)
 	req.Header.Set("Mcp-Session-Id", sid)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 204 {
 		t.Fatalf("DELETE: %v", err)
