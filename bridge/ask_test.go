@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 var legacyStreamer = Caller{Capabilities: json.RawMessage(`{"sampling":{},"elicitation":{}}`), CanStream: true}
@@ -363,8 +364,16 @@ func TestModernChildAsksALegacyClient(t *testing.T) {
 	c2, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":8,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{}`), CanStream: true})
 	m := child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"resultType":"input_required","inputRequests":{"e":{"method":"elicitation/create","params":{}}}}}`, m.ID)
-	if _, err := c2.wait(); err == nil || !strings.Contains(err.Error(), "did not declare") {
-		t.Errorf("Wait = %v, want an error saying the client cannot answer", err)
+	var e *jsonrpc.Error
+	if _, err := c2.wait(); !errors.As(err, &e) || e.Code != mcp.CodeMissingCapability || !strings.Contains(e.Message, "did not declare") {
+		t.Errorf("Wait = %v, want -32021 saying the client cannot answer", err)
+	}
+	// Nor can one that cannot take a stream.
+	c3, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{"elicitation":{}}`)})
+	m = child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"resultType":"input_required","inputRequests":{"e":{"method":"elicitation/create","params":{}}}}}`, m.ID)
+	if _, err := c3.wait(); !errors.As(err, &e) || e.Code != mcp.CodeMissingCapability || !strings.Contains(e.Message, "cannot take a stream") {
+		t.Errorf("Wait = %v, want -32021 saying the client cannot be asked", err)
 	}
 }
 

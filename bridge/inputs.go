@@ -51,13 +51,15 @@ func (c *call) askForInputs(ex *exchange, m *jsonrpc.Message) {
 	for _, r := range reqs {
 		capability := mcp.CapabilityFor(r.Method)
 		switch {
+		// The client's request cannot be served as it was made: its
+		// error, as a modern client's would be, not the gateway's.
 		case capability == "" || !mcp.HasCapability(c.caller.Capabilities, capability):
-			c.end(nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-				Message: fmt.Sprintf("the server needs %s from the client, which did not declare that it can answer it", r.Method)})
+			c.end(nil, jsonrpc.GatewayError(mcp.CodeMissingCapability, "missing_capability",
+				fmt.Sprintf("the server needs %s from the client, which did not declare that it can answer it", r.Method)))
 			return
 		case !c.caller.CanStream:
-			c.end(nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-				Message: fmt.Sprintf("the server needs %s from the client, which cannot take a stream to be asked", r.Method)})
+			c.end(nil, jsonrpc.GatewayError(mcp.CodeMissingCapability, "no_stream",
+				fmt.Sprintf("the server needs %s from the client, which cannot take a stream to be asked (its Accept leaves out text/event-stream)", r.Method)))
 			return
 		}
 		a := &ask{id: c.b.q.newAskID(), method: r.Method, params: r.Params, call: c, key: r.Key}
