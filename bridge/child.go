@@ -36,6 +36,11 @@ type child struct {
 	syncing    map[string]bool // the resources whose subscription is being brought in line
 	logLevel   string          // the level last set on a legacy child; "" for its default
 
+	// The exchanges that ended last, for what an answer to one of them
+	// means in the log (see endedAs); guarded by mu.
+	recent     [recentEnds]endedExchange
+	recentNext int
+
 	done     chan struct{} // closed when the reader has stopped and every call has ended
 	ready    bool          // handshake done; guarded by worker.mu
 	replies  atomic.Int32
@@ -140,6 +145,7 @@ func (ch *child) retire(ex *exchange) bool {
 		return false
 	}
 	ch.forget(ex)
+	ch.remember(ex, false)
 	return true
 }
 
@@ -150,8 +156,39 @@ func (ch *child) take(id int64) *exchange {
 	ex := ch.pending[id]
 	if ex != nil {
 		ch.forget(ex)
+		ch.remember(ex, true)
 	}
 	return ex
+}
+
+// recentEnds is how many ended exchanges a child remembers: enough for the
+// answers that trail a burst of cancellations, few enough to cost nothing.
+const recentEnds = 256
+
+// endedExchange is an exchange that left the pending table: answered, or retired
+// without its answer.
+type endedExchange struct {
+	id       int64
+	ctx      context.Context // its call's, for the values of a log line
+	answered bool
+}
+
+// remember notes that ex ended; ch.mu is held.
+func (ch *child) remember(ex *exchange, answered bool) {
+	ch.recent[ch.recentNext] = endedExchange{id: ex.id, ctx: ex.ctx, answered: answered}
+	ch.recentNext = (ch.recentNext + 1) % recentEnds
+}
+
+// endedAs is how the exchange with this id ended, if it ended recently.
+func (ch *child) endedAs(id int64) (endedExchange, bool) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for _, e := range ch.recent {
+		if e.id == id && e.ctx != nil {
+			return e, true
+		}
+	}
+	return endedExchange{}, false
 }
 
 func (ch *child) isPending(ex *exchange) bool {
@@ -293,7 +330,7 @@ func (ch *child) refuseChild(id []byte, method, why string) {
 func (ch *child) reply(line []byte, method string) {
 	if ch.replies.Add(1) > maxReplies {
 		ch.replies.Add(-1)
-		ch.log.Warn("too many replies to the child in flight; dropped one", "method", method)
+		ch.log.Warn("too many replies to the child in flight; dropped one", "method", method, "id", string(jsonrpc.Get(line, "id")))
 		return
 	}
 	ch.w.bg.spawn(func() {

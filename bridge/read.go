@@ -82,14 +82,32 @@ func (ch *child) response(m *jsonrpc.Message) {
 	id, ok := m.IDInt()
 	if !ok {
 		ch.b.unknown.Add(1)
+		if m.Error != nil {
+			// An error with id null is the child saying it could not read
+			// a request: what it says is all there is to go on.
+			ch.log.Warn("child answered an id the gateway never sent with an error; dropped", "id", string(m.ID), "error", head(m.Error))
+			return
+		}
 		ch.log.Warn("child answered an id the gateway never sent; dropped", "id", string(m.ID))
 		return
 	}
 	ex := ch.take(id)
 	if ex == nil {
 		if id > 0 && id <= ch.b.ids.Load() {
-			ch.b.late.Add(1)
-			ch.log.Debug("dropped late response", "id", id)
+			e, known := ch.endedAs(id)
+			switch {
+			case known && e.answered:
+				// Not a cancellation missed: the child answered one request
+				// twice.
+				ch.b.unknown.Add(1)
+				ch.log.WarnContext(e.ctx, "child answered a request it had answered already; dropped", "id", id)
+			case known:
+				ch.b.late.Add(1)
+				ch.log.DebugContext(e.ctx, "dropped late response", "id", id)
+			default:
+				ch.b.late.Add(1)
+				ch.log.Debug("dropped late response", "id", id)
+			}
 		} else {
 			ch.b.unknown.Add(1)
 			ch.log.Warn("child answered an id the gateway never sent; dropped", "id", id)

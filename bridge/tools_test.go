@@ -87,12 +87,7 @@ func TestToolListPagesEnd(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var log gatewaytest.LockedBuffer
-			w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
-			w.b = New(w.start, strict(t, Options{Era: EraLegacy, Logger: slog.New(slog.NewTextHandler(&log, nil))}))
-			t.Cleanup(func() { w.b.Close(context.Background()) })
-			child := <-w.children
-			t.Cleanup(child.exit)
+			w, child, log := loggedWorld(t)
 			answer := make(chan *ToolList, 1)
 			go func() {
 				l, err := w.b.Tools(context.Background())
@@ -112,5 +107,34 @@ func TestToolListPagesEnd(t *testing.T) {
 				t.Errorf("the log does not say %q:\n%s", tc.logged, log.String())
 			}
 		})
+	}
+}
+
+// loggedWorld is a legacy bridge with one child, whose log the test reads.
+func loggedWorld(t *testing.T) (*world, *fakeChild, *gatewaytest.LockedBuffer) {
+	var log gatewaytest.LockedBuffer
+	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+	w.b = New(w.start, strict(t, Options{Era: EraLegacy, Logger: slog.New(slog.NewTextHandler(&log, nil))}))
+	t.Cleanup(func() { w.b.Close(context.Background()) })
+	child := <-w.children
+	t.Cleanup(child.exit)
+	return w, child, &log
+}
+
+// An error the child answers with id null (it could not read a request)
+// is logged with what it says; and the call it may have been meant for
+// still gets its own answer.
+func TestErrorWithoutAnIDIsLogged(t *testing.T) {
+	t.Parallel()
+	w, child, log := loggedWorld(t)
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`)
+	m := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error at byte 7"}}`)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, m.ID)
+	if _, err := c.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "parse error at byte 7") {
+		t.Errorf("the log does not say what the child said:\n%s", log.String())
 	}
 }

@@ -167,7 +167,7 @@ gateway_late_answers_dropped_total 5
 # HELP gateway_listens_open subscriptions/listen streams open, across workers.
 # TYPE gateway_listens_open gauge
 gateway_listens_open 4
-# HELP gateway_unknown_answers_dropped_total Answers from a child for ids the gateway never sent, dropped.
+# HELP gateway_unknown_answers_dropped_total Answers from a child for ids the gateway never sent, or a second answer to a request, dropped.
 # TYPE gateway_unknown_answers_dropped_total counter
 gateway_unknown_answers_dropped_total 6
 `

@@ -39,7 +39,7 @@ func newStateCollector(src StatusSource) *stateCollector {
 		info:     prometheus.NewDesc("gateway_child_info", "1 for the worker's child, labelled with the MCP era it speaks (legacy or modern); absent while a new child has not finished its handshake.", []string{"worker", "era"}, nil),
 		restarts: prometheus.NewDesc("gateway_child_restarts_total", "Children the worker started after its first.", worker, nil),
 		late:     prometheus.NewDesc("gateway_late_answers_dropped_total", "Answers from a child for calls that had already ended (the client left, or timed out), dropped.", nil, nil),
-		unknown:  prometheus.NewDesc("gateway_unknown_answers_dropped_total", "Answers from a child for ids the gateway never sent, dropped.", nil, nil),
+		unknown:  prometheus.NewDesc("gateway_unknown_answers_dropped_total", "Answers from a child for ids the gateway never sent, or a second answer to a request, dropped.", nil, nil),
 		bugs:     prometheus.NewDesc("gateway_internal_errors_total", "Broken invariants the gateway found in itself; 0 unless it has a bug.", nil, nil),
 	}
 }

@@ -82,7 +82,7 @@ func TestFaultHang(t *testing.T) {
 // child's late answer is dropped and counted, and the gateway serves on.
 func TestFaultIgnoresCancellation(t *testing.T) {
 	t.Parallel()
-	g := startFaulty(t, nil, "-fault", "ignore-cancel")
+	g := startFaulty(t, []string{"GATEWAY_LOG_LEVEL=debug"}, "-fault", "ignore-cancel")
 	stop := slowCallFor(t, g.URL, 1, 1000)
 	stop()
 	got := demoReceived(t, g.URL, 1)
@@ -96,7 +96,24 @@ func TestFaultIgnoresCancellation(t *testing.T) {
 	if r := g.Readiness(); r.LateResponses != 1 || r.Restarts != 0 {
 		t.Errorf("late responses %d, restarts %d; want the late answer dropped, and the child kept", r.LateResponses, r.Restarts)
 	}
+	// The log line names the request the answer was for.
+	g.Logs.Wait(t, func(r logRecord) bool { return r["msg"] == "dropped late response" && r["request_id"] != nil })
 	echoWorks(t, g, "tools/call")
+}
+
+// A child that answers every request twice: the second answer is dropped,
+// with a warning that names the request, and counted among the answers
+// nobody waits for, not as a cancellation the child missed.
+func TestFaultAnswersTwice(t *testing.T) {
+	t.Parallel()
+	g := startFaulty(t, nil, "-fault", "answer-twice")
+	echoWorks(t, g, "tools/call")
+	g.Logs.Wait(t, func(r logRecord) bool {
+		return r["level"] == "WARN" && r["msg"] == "child answered a request it had answered already; dropped" && r["request_id"] != nil
+	})
+	if r := g.Readiness(); r.UnknownResponses == 0 || r.LateResponses != 0 {
+		t.Errorf("unknown responses %d, late %d; want the second answers counted as unknown", r.UnknownResponses, r.LateResponses)
+	}
 }
 
 // A child that writes junk between messages (text, a cut-off message,

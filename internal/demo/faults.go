@@ -29,6 +29,7 @@ var faultNames = []string{
 	"exit-on-probe", // exit when asked server/discover
 	"ignore-term",   // ignore SIGTERM and stdin closing
 	"grandchild",    // start a grandchild that holds stdout open
+	"answer-twice",  // write every answer twice
 }
 
 func parseFaults(s string) (faults, error) {

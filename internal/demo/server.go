@@ -419,6 +419,9 @@ func (s *server) send(ms ...message) {
 			return
 		}
 		b = append(append(b, line...), '\n')
+		if s.faults["answer-twice"] && m.Method == "" && m.ID != nil {
+			b = append(append(b, line...), '\n')
+		}
 	}
 	if s.faults["garbage"] {
 		b = append([]byte(junk), b...)
