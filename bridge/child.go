@@ -254,7 +254,9 @@ func (ch *child) kill(why error) {
 // end fails every pending call at once when the reader stops: their answers
 // can no longer come.
 func (ch *child) end(readErr error) {
-	why := errors.New("the child process exited")
+	// Whether the process is gone too is for its reaper to say: a child
+	// may close its stdout and live on.
+	why := errors.New("the child's stdout ended (it exited, or closed it)")
 	if !isEOF(readErr) {
 		why = fmt.Errorf("reading from the child failed: %w", readErr)
 	}

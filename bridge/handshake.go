@@ -199,6 +199,9 @@ func (ch *child) startInitialize(ctx context.Context) (*call, error) {
 // finishInitialize checks the InitializeResult and completes the legacy
 // handshake with notifications/initialized, once per child process.
 func (ch *child) finishInitialize(ctx context.Context, raw []byte, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the child did not answer initialize within %v (GATEWAY_HANDSHAKE_TIMEOUT): %w", ch.b.opts.HandshakeTimeout, err)
+	}
 	if err != nil {
 		return fmt.Errorf("initialize the child: %w", err)
 	}

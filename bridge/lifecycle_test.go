@@ -131,8 +131,10 @@ func TestChildExitFailsPendingAndRestarts(t *testing.T) {
 	child.exit()
 	for _, c := range calls {
 		_, err := c.wait()
-		if code := gatewayCode(t, err); code != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "exited") {
-			t.Errorf("pending call ended with %v, want child-unavailable saying it exited", err)
+		// The fake closed its stdout; whether it exited is not the
+		// reader's to know.
+		if code := gatewayCode(t, err); code != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "stdout ended") {
+			t.Errorf("pending call ended with %v, want child-unavailable saying its stdout ended", err)
 		}
 	}
 	second := w.child()
@@ -507,4 +509,25 @@ func TestSecondEndIsReported(t *testing.T) {
 	if _, resp, done, _ := c.Take(); !done || string(resp) != "first" {
 		t.Errorf("the call's end is %s, want the first", resp)
 	}
+}
+
+// A child that never answers initialize: the calls that waited for it are
+// told why nothing serves them, naming the setting that bounds the wait.
+func TestHandshakeTimeoutIsExplained(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, HandshakeTimeout: 3 * time.Second, RestartMin: time.Hour, RestartMax: time.Hour}))
+		defer w.b.Close(context.Background())
+		child := <-w.children
+		defer child.exit()
+		start := time.Now()
+		_, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{})
+		if code := gatewayCode(t, err); code != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "did not answer initialize within 3s (GATEWAY_HANDSHAKE_TIMEOUT)") {
+			t.Errorf("the waiting call ended with %v", err)
+		}
+		if waited := time.Since(start); waited != 3*time.Second {
+			t.Errorf("the call waited %v, want the handshake timeout", waited)
+		}
+	})
 }

@@ -33,6 +33,7 @@ type worker struct {
 	verdict  Era           // with auto: the verdict on an earlier child of this configuration
 	changed  chan struct{} // closed and replaced whenever the state above changes
 	closed   bool
+	why      error // why the last child never came to serve; nil once one is ready
 
 	stopRun context.CancelFunc
 	runDone chan struct{}
@@ -59,6 +60,12 @@ func (w *worker) run(ctx context.Context) {
 		began := time.Now()
 		w.setStarting(true)
 		ch, err := w.startChild(ctx)
+		if err != nil {
+			// Said before the waiting calls learn that nothing starts.
+			w.mu.Lock()
+			w.why = err
+			w.mu.Unlock()
+		}
 		w.setStarting(false)
 		if err == nil {
 			select {
@@ -124,6 +131,7 @@ func (w *worker) startChild(ctx context.Context) (*child, error) {
 	w.bg.spawn(func() { ch.watch(ctx) })
 	w.mu.Lock()
 	ch.ready = true
+	w.why = nil
 	w.notifyChangedLocked()
 	w.mu.Unlock()
 	// Logged only now, so that whoever reads it finds the child ready.
@@ -179,15 +187,20 @@ func (w *worker) status() (ready, starting bool) {
 func (w *worker) readyChild(ctx context.Context) (*child, error) {
 	for {
 		w.mu.Lock()
-		ch, changed, closed, starting, ready := w.cur, w.changed, w.closed, w.starting, w.readyLocked()
+		ch, changed, closed, starting, ready, why := w.cur, w.changed, w.closed, w.starting, w.readyLocked(), w.why
+		if why == nil && ch != nil {
+			why = ch.endErr() // a child that served, and stopped
+		}
 		w.mu.Unlock()
 		switch {
 		case closed:
 			return nil, errShutdown()
 		case ready:
 			return ch, nil
+		case !starting && why != nil:
+			return nil, errUnavailable(fmt.Sprintf("the child is not serving (%v); it is being restarted", why))
 		case !starting:
-			return nil, errUnavailable("the child process is not running; it is being restarted")
+			return nil, errUnavailable("the child is not serving; it is being restarted")
 		}
 		select {
 		case <-changed:
