@@ -157,7 +157,7 @@ func (ch *child) newCall(ctx context.Context, spec callSpec) *call {
 // whichever it was: an ended ctx aborts the call for its reason, and
 // otherwise a limit may have been reached.
 func (c *call) expire() {
-	if err := c.ctx.Err(); err != nil {
+	if err := ctxEnding(c.ctx); err != nil {
 		c.abort(err, reasonFor(c.ctx))
 		return
 	}
@@ -210,9 +210,27 @@ func (c *call) limitReached() {
 
 func (c *call) internal() bool { return c.req == nil }
 
+// ctxEnding is the error of a call whose client's ctx ended: the ctx's
+// cause when the caller gave one as a JSON-RPC error (its own timeout, as
+// the REST API's, is -32001, which the call's ending counts as a timeout),
+// and ctx.Err() otherwise; nil while ctx lasts.
+func ctxEnding(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if e, ok := errors.AsType[*jsonrpc.Error](context.Cause(ctx)); ok {
+		return e
+	}
+	return err
+}
+
 func reasonFor(ctx context.Context) string {
 	cause := context.Cause(ctx)
+	e, isRPC := errors.AsType[*jsonrpc.Error](cause)
 	switch {
+	case isRPC:
+		return e.Message
 	case errors.Is(cause, context.DeadlineExceeded):
 		return "timeout"
 	case errors.Is(cause, context.Canceled):
@@ -363,7 +381,7 @@ func (c *call) abort(err error, reason string) {
 // ctx ended, or another ending came first, whose error may not be
 // delivered yet.
 func (c *call) endedBefore(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
+	if err := ctxEnding(ctx); err != nil {
 		return ended(err)
 	}
 	if _, _, _, err := c.box.peek(); err != nil {

@@ -142,7 +142,7 @@ func (b *Bridge) acquire(ctx context.Context) (*worker, *slot, error) {
 	select {
 	case <-q.ready:
 	case <-ctx.Done():
-		err = ctx.Err()
+		err = ctxEnding(ctx)
 	case <-t.C:
 		err = errOverloaded(fmt.Sprintf("no worker had a free slot within %v; try again later", b.opts.QueueTimeout))
 	}

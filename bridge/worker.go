@@ -205,7 +205,7 @@ func (w *worker) readyChild(ctx context.Context) (*child, error) {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, ctxEnding(ctx)
 		}
 	}
 }

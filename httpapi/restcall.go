@@ -22,8 +22,9 @@ import (
 // schema is let run only a few at a time (see handlers.bigChecks).
 const bigArguments = 1 << 20
 
-// errCallTimeout is why a REST call whose own timeout passed ends.
-var errCallTimeout = errors.New("the call's timeout passed")
+// errCallTimeout is why a REST call whose own timeout passed ends: a
+// timeout, to the bridge's count of endings too.
+var errCallTimeout = jsonrpc.GatewayError(jsonrpc.CodeTimeout, "timeout", "the call's timeout passed")
 
 // restToolCall serves POST /v1/tools/{name} (the body is the arguments)
 // and its GET form for read-only tools (?arguments=<JSON>), answering with
