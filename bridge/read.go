@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
@@ -42,6 +43,13 @@ func (ch *child) readLoop() {
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 func (ch *child) dispatchLine(line []byte) {
+	if !ch.saidNotUTF8 && !utf8.Valid(line) {
+		// JSON is UTF-8 (RFC 8259 §8.1), but the gateway passes payloads as
+		// written: a client that decodes strictly will fail on this, and
+		// whoever runs the gateway should know why.
+		ch.saidNotUTF8 = true
+		ch.log.Warn("child wrote a message that is not valid UTF-8; passed on as written (a strict client will fail to decode it); later ones from this child are not reported", "size", len(line), "head", head(line))
+	}
 	if len(line) > 0 && line[0] == '[' {
 		// A 2025-03-26 child may batch; each element is a message of its own.
 		spans, err := jsonrpc.Elements(line)

@@ -138,3 +138,22 @@ func TestErrorWithoutAnIDIsLogged(t *testing.T) {
 		t.Errorf("the log does not say what the child said:\n%s", log.String())
 	}
 }
+
+// A child's answer that is not UTF-8 is passed on as written, and the log
+// says so, once per child.
+func TestNotUTF8IsPassedOnAndSaid(t *testing.T) {
+	t.Parallel()
+	w, child, log := loggedWorld(t)
+	for i := range 2 {
+		c := w.call(context.Background(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"x"}}`, i))
+		m := child.expect("tools/call")
+		child.send("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"text\":\"bad \xff\xfe\"}}", m.ID)
+		resp, err := c.wait()
+		if err != nil || !strings.Contains(string(resp), "bad \xff\xfe") {
+			t.Fatalf("answer %q, %v; want the bytes as the child wrote them", resp, err)
+		}
+	}
+	if n := strings.Count(log.String(), "not valid UTF-8"); n != 1 {
+		t.Errorf("the log says %d times that a line is not UTF-8, want once:\n%s", n, log.String())
+	}
+}
