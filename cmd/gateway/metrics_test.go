@@ -395,6 +395,18 @@ func TestMetricsOnTheAdminAddress(t *testing.T) {
 	}
 	m.step("a request the main address does not serve",
 		moves("gateway_http_requests_total", `code="404",method="GET",route="other"`, 1))
+	put, _ := http.NewRequest(http.MethodPut, g.URL+"/v1/tools/echo", nil)
+	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("PUT on a tool: %v %v, want 405", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if code, _ := get(g.URL + "/v1/nowhere"); code != http.StatusNotFound {
+		t.Errorf("/v1/nowhere = %d, want 404", code)
+	}
+	m.step("requests no /v1 route serves",
+		moves("gateway_http_requests_total", `code="405",method="PUT",route="other"`, 1),
+		moves("gateway_http_requests_total", `code="404",method="GET",route="other"`, 1))
 	if code, body := get(admin + "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Errorf("/debug/pprof/ on the admin address = %d %.200q, want the index of profiles", code, body)
 	}
