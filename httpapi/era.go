@@ -119,7 +119,11 @@ func checkMirrored(r *http.Request, req *mcp.Request) *rpcFailure {
 	if field == "" {
 		return nil
 	}
-	want, _ := req.String(field)
+	want, isString := req.String(field)
+	if v, present := req.Param(field); present && !isString {
+		// Not a header matter: the body itself is wrong.
+		return refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams, fmt.Sprintf("params.%s must be a string, not %s", field, clip(string(v))), nil)
+	}
 	name, err := headerValue(r, mcp.HeaderName)
 	switch {
 	case err != nil:

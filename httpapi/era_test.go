@@ -61,6 +61,8 @@ func TestModernValidation(t *testing.T) {
 			modernHeaders("resources/read", "Mcp-Name", "=?base64?***?="), 400, -32020},
 		"removed method": {`{"jsonrpc":"2.0","id":9,"method":"ping","params":{` + modernMeta + `}}`,
 			modernHeaders("ping"), 404, -32601},
+		"a name that is not a string": {`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":["echo"],` + modernMeta + `}}`,
+			modernHeaders("tools/call", "Mcp-Name", "echo"), 400, -32602},
 		"a listen that cannot take a stream": {`{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + modernMeta + `}}`,
 			modernHeaders("subscriptions/listen", "Accept", "application/json"), 406, -32600},
 		"bad log level": {`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud"}}}`,
