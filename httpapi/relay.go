@@ -80,6 +80,12 @@ func (s *relayed) gone(err error) {
 	s.h.log.InfoContext(s.r.Context(), "client stopped taking the stream; its call is cancelled", "err", err)
 }
 
+// goneAfterEnd is gone once the call has ended: there is nothing left to
+// cancel, only the rest of the stream to drop.
+func (s *relayed) goneAfterEnd(err error) {
+	s.h.log.InfoContext(s.r.Context(), "client stopped taking the stream after its call ended; the rest of the stream is dropped", "err", err)
+}
+
 // start opens the stream with first; false when the client cannot take
 // it.
 func (s *relayed) start(first [][]byte) bool {
@@ -135,7 +141,11 @@ func (s *relayed) pump(canLeave bool) (left bool) {
 		notes, resp, done, err := s.c.Take()
 		for _, n := range notes {
 			if err := s.send(s.sse, n); err != nil {
-				s.gone(err)
+				if done {
+					s.goneAfterEnd(err)
+				} else {
+					s.gone(err)
+				}
 				return false
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/detach"
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 )
 
 // What a call gives at once (a burst of progress) leaves in one flush, in
@@ -274,4 +275,53 @@ func (m *streamMeter) Instrument(next http.Handler) http.Handler {
 			close(m.left)
 		}
 	})
+}
+
+// A stream whose client stops reading after its call ended says so, and
+// does not claim to cancel a call that is over.
+func TestStreamGoneAfterTheCallEnded(t *testing.T) {
+	t.Parallel()
+	var log gatewaytest.LockedBuffer
+	h := &handlers{log: slog.New(slog.NewTextHandler(&log, nil)), opts: Options{KeepAlive: time.Hour, ClientTimeout: time.Minute, Meter: noMeter{}}}
+	w := &breakingWriter{ResponseRecorder: httptest.NewRecorder()}
+	woken := make(chan struct{})
+	close(woken)
+	c := endedCall{wake: woken, notes: [][]byte{[]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)}}
+	s := &relayed{h: h, w: w, r: httptest.NewRequest(http.MethodPost, "/mcp", nil), c: c, sse: newSSE(w, time.Minute),
+		send: func(sse *sseWriter, n []byte) error { return sse.event(n) },
+		end:  func(sse *sseWriter, resp []byte, err error) bool { return sse.event(resp) == nil }}
+	if !s.start(nil) {
+		t.Fatal("the stream did not open")
+	}
+	defer s.close()
+	w.broken = true
+	s.pump(false)
+	if !strings.Contains(log.String(), "after its call ended") || strings.Contains(log.String(), "its call is cancelled") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// breakingWriter fails every write once broken, as a connection does
+// whose client stopped reading.
+type breakingWriter struct {
+	*httptest.ResponseRecorder
+	broken bool
+}
+
+func (b *breakingWriter) Write(p []byte) (int, error) {
+	if b.broken {
+		return 0, errors.New("write: the client stopped reading")
+	}
+	return b.ResponseRecorder.Write(p)
+}
+
+// endedCall is a call whose last take has notes and its end.
+type endedCall struct {
+	wake  chan struct{}
+	notes [][]byte
+}
+
+func (c endedCall) Wake() <-chan struct{} { return c.wake }
+func (c endedCall) Take() ([][]byte, []byte, bool, error) {
+	return c.notes, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), true, nil
 }
