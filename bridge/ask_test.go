@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -519,5 +520,38 @@ func TestParkedCallResumesOnlyForItsCaller(t *testing.T) {
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
 	if _, err := r.wait(); err != nil {
 		t.Errorf("alice's retry: %v", err)
+	}
+}
+
+// A burst of the child's own requests, more than there are writers for
+// their answers, gets every answer: the rest wait their turn.
+func TestEveryRequestOfABurstIsAnswered(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10 * maxReplies
+	var burst strings.Builder
+	for i := range n {
+		if i > 0 {
+			burst.WriteByte('\n')
+		}
+		fmt.Fprintf(&burst, `{"jsonrpc":"2.0","id":%d,"method":"roots/list"}`, 50000+i)
+	}
+	child.send("%s", burst.String())
+	answered := map[string]bool{}
+	for len(answered) < n {
+		select {
+		case m := <-child.got:
+			if m.Method == "" && m.ID != nil {
+				answered[string(m.ID)] = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d of %d requests answered", len(answered), n)
+		}
 	}
 }

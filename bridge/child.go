@@ -12,10 +12,14 @@ import (
 	"github.com/stdiomcp/gateway/mcp"
 )
 
-// maxReplies bounds the goroutines answering the child's own requests; a
-// child that floods requests gets the excess dropped (and logged) rather
-// than growing the gateway without limit.
-const maxReplies = 64
+// maxReplies bounds the goroutines answering the child's own requests;
+// the replies beyond them wait their turn, up to maxQueuedReplies, and a
+// child that floods requests past that gets the excess dropped (and
+// logged) rather than growing the gateway without limit.
+const (
+	maxReplies       = 64
+	maxQueuedReplies = 4096
+)
 
 // child is one child process from start to exit: its transport, the
 // exchanges pending on it and what its handshake learned.
@@ -43,7 +47,7 @@ type child struct {
 
 	done     chan struct{} // closed when the reader has stopped and every call has ended
 	ready    bool          // handshake done; guarded by worker.mu
-	replies  atomic.Int32
+	replies  replyQueue
 	lastRead atomic.Int64 // when the child last wrote, in Unix nanoseconds (see watch)
 	due      []*exchange  // to park once the child's questions that came together are all in; reader only
 
@@ -329,16 +333,52 @@ func (ch *child) refuseChild(id []byte, method, why string) {
 	ch.reply(reply, method)
 }
 
-// reply writes an answer to one of the child's requests in the background,
-// at most maxReplies at once.
+// replyQueue holds the answers to the child's own requests that wait for
+// a writer.
+type replyQueue struct {
+	mu      sync.Mutex
+	writers int
+	waiting []queuedReply
+}
+
+type queuedReply struct {
+	line   []byte
+	method string
+}
+
+// reply writes an answer to one of the child's requests in the background:
+// at most maxReplies writers at once, each taking the waiting replies in
+// turn once its own is written.
 func (ch *child) reply(line []byte, method string) {
-	if ch.replies.Add(1) > maxReplies {
-		ch.replies.Add(-1)
-		ch.log.Warn("too many replies to the child in flight; dropped one", "method", method, "id", string(jsonrpc.Get(line, "id")))
+	q := &ch.replies
+	q.mu.Lock()
+	switch {
+	case q.writers < maxReplies:
+		q.writers++
+	case len(q.waiting) < maxQueuedReplies:
+		q.waiting = append(q.waiting, queuedReply{line, method})
+		q.mu.Unlock()
+		return
+	default:
+		q.mu.Unlock()
+		ch.log.Warn("too many replies to the child waiting; dropped one", "method", method, "id", string(jsonrpc.Get(line, "id")))
 		return
 	}
+	q.mu.Unlock()
 	ch.w.bg.spawn(func() {
-		defer ch.replies.Add(-1)
-		ch.toChild(context.Background(), line, method)
+		for r := (queuedReply{line, method}); ; {
+			ch.toChild(context.Background(), r.line, r.method)
+			q.mu.Lock()
+			if len(q.waiting) == 0 {
+				q.writers--
+				q.waiting = nil // a burst's array is let go
+				q.mu.Unlock()
+				return
+			}
+			r = q.waiting[0]
+			q.waiting[0] = queuedReply{}
+			q.waiting = q.waiting[1:]
+			q.mu.Unlock()
+		}
 	})
 }
