@@ -232,8 +232,8 @@ func (s *argScan) folded(key string) []string {
 	s.ascii = s.ascii[:0]
 	for i := 0; i < len(key); i++ {
 		c := key[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A' // as foldName folds
 		}
 		s.ascii = append(s.ascii, c)
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 // manyMembers is an object of n members, each a number.
@@ -223,6 +225,25 @@ func BenchmarkArgumentScan(b *testing.B) {
 		}
 		if err := scanArguments(body, nil); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// foldName agrees with bytes.EqualFold, which encoding/json matches member
+// names by, on every rune: a rune and those it folds with fold alike, and
+// to a rune EqualFold takes for it.
+func TestFoldNameIsEqualFold(t *testing.T) {
+	t.Parallel()
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if !utf8.ValidRune(r) {
+			continue
+		}
+		s, f := string(r), foldName(string(r))
+		if !bytes.EqualFold([]byte(s), []byte(f)) {
+			t.Fatalf("%q folds to %q, which EqualFold does not take for it", s, f)
+		}
+		if g := foldName(string(unicode.SimpleFold(r))); g != f {
+			t.Fatalf("%q folds to %q, and %q, of its orbit, to %q", s, f, string(unicode.SimpleFold(r)), g)
 		}
 	}
 }

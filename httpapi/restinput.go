@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // onlyQuery refuses query parameters other than those named: a guessed
@@ -114,8 +116,33 @@ func (h *handlers) checkArguments(w http.ResponseWriter, r *http.Request, ctx co
 	return true
 }
 
-// foldName is a name as encoding/json matches it.
-func foldName(s string) string { return strings.ToLower(strings.ToUpper(s)) }
+// foldName is a name as Go's encoding/json matches it: names whose
+// foldings are equal are equal to it ignoring case (bytes.EqualFold). ASCII
+// letters fold to upper case, any other rune to the least of those it
+// folds with (unicode.SimpleFold): "ſ" to "S", but "İ" to itself.
+func foldName(s string) string {
+	b := make([]byte, 0, len(s))
+	for _, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z':
+			b = append(b, byte(r-('a'-'A')))
+		case r < utf8.RuneSelf:
+			b = append(b, byte(r))
+		default:
+			b = utf8.AppendRune(b, leastFold(r))
+		}
+	}
+	return string(b)
+}
+
+// leastFold is the least rune of r's simple case-folding orbit.
+func leastFold(r rune) rune {
+	least := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		least = min(least, f)
+	}
+	return least
+}
 
 func pairOf(a, b string) [2]string {
 	if a > b {

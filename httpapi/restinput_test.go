@@ -26,6 +26,8 @@ func TestRESTArgumentsAreReadAlike(t *testing.T) {
 		status           int
 	}{
 		{"twins the schema names", "twins", `{"id":"x","ID":2}`, 200},
+		{"a dotted capital I, which Go reads as no i", "twins", `{"İD":1}`, 200},
+		{"a Kelvin sign, which Go reads as a k", "twins", `{"deep":{"K":1}}`, 400},
 		{"nested twins the schema names", "twins", `{"inner":{"k":1,"K":2}}`, 200},
 		{"twins it does not name", "echo", `{"text":"a","TEXT":"b"}`, 400},
 		{"a lone variant of a declared name", "echo", `{"TEXT":"b"}`, 400},
