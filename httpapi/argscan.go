@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -248,11 +250,80 @@ func (s *argScan) name(q []byte, escaped bool) (string, error) {
 	if !escaped && utf8.Valid(raw) {
 		return string(raw), nil
 	}
-	var key string
-	if err := json.Unmarshal(q, &key); err != nil {
-		return "", notJSON(err)
+	return unquote(raw), nil
+}
+
+// unquote decodes the inside of a JSON string that json.Valid took, as
+// encoding/json does: a surrogate pair is one rune, and a lone surrogate,
+// or a byte that is not UTF-8, is U+FFFD.
+func unquote(raw []byte) string {
+	b := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\' && raw[i+1] == 'u':
+			r := hex4(raw[i+2:])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				var next rune = -1
+				if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+					next = hex4(raw[i+2:])
+				}
+				if pair := utf16.DecodeRune(r, next); pair != unicode.ReplacementChar {
+					r = pair
+					i += 6
+				} else {
+					r = unicode.ReplacementChar
+				}
+			}
+			b = utf8.AppendRune(b, r)
+		case c == '\\':
+			b = append(b, unescape(raw[i+1]))
+			i += 2
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			r, n := utf8.DecodeRune(raw[i:])
+			b = utf8.AppendRune(b, r)
+			i += n
+		}
 	}
-	return key, nil
+	return string(b)
+}
+
+// unescape is what a one-letter JSON escape stands for.
+func unescape(c byte) byte {
+	switch c {
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	}
+	return c // '"', '\\' and '/' stand for themselves
+}
+
+// hex4 reads the four hex digits of a \u escape (json.Valid checked them).
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h[:4] {
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c <= 'F':
+			c -= 'A' - 10
+		default:
+			c -= 'a' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // stringEnd is the index after the string starting at i, and whether it

@@ -247,3 +247,21 @@ func TestFoldNameIsEqualFold(t *testing.T) {
 		}
 	}
 }
+
+// unquote reads every JSON string as encoding/json does.
+func FuzzUnquote(f *testing.F) {
+	for _, seed := range []string{`"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u20AC"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ude00\ud83d"`,
+		`"\ud83dx"`, `"\ud83d\u0041"`, `"\ud83d\ud83d\ude00"`, "\"\xff\xfe\"", "\"a\xc3\"", `""`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, q []byte) {
+		var want string
+		q = bytes.TrimSpace(q)
+		if !json.Valid(q) || len(q) < 2 || q[0] != '"' || json.Unmarshal(q, &want) != nil {
+			return
+		}
+		if got := unquote(q[1 : len(q)-1]); got != want {
+			t.Fatalf("%q: unquote %q, encoding/json %q", q, got, want)
+		}
+	})
+}
