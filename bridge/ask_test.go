@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -554,4 +556,34 @@ func TestEveryRequestOfABurstIsAnswered(t *testing.T) {
 			t.Fatalf("%d of %d requests answered", len(answered), n)
 		}
 	}
+}
+
+// Answers that wait for a child that stops serving are dropped at once,
+// and the log says how many, rather than written to nobody one by one.
+func TestWaitingAnswersGoWithTheirChild(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var log gatewaytest.LockedBuffer
+		w := &world{t: t, children: make(chan *fakeChild, 8), gated: true}
+		w.b = New(w.start, strict(t, Options{Era: EraModern, RestartMin: time.Hour, RestartMax: time.Hour, Logger: slog.New(slog.NewTextHandler(&log, nil))}))
+		defer w.b.Close(context.Background())
+		child := <-w.children
+		defer close(child.gate)
+		synctest.Wait()
+		const n = 3 * maxReplies
+		var burst strings.Builder
+		for i := range n {
+			if i > 0 {
+				burst.WriteByte('\n')
+			}
+			fmt.Fprintf(&burst, `{"jsonrpc":"2.0","id":%d,"method":"roots/list"}`, 50000+i)
+		}
+		child.send("%s", burst.String())
+		synctest.Wait() // every writer waits on a child that does not read
+		child.exit()
+		synctest.Wait()
+		if want := fmt.Sprintf("dropped=%d", n-maxReplies); !strings.Contains(log.String(), "dropped the answers to its requests that waited") || !strings.Contains(log.String(), want) {
+			t.Errorf("the log does not say %s answers were dropped:\n%s", want, log.String())
+		}
+	})
 }

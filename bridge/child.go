@@ -368,11 +368,18 @@ func (ch *child) reply(line []byte, method string) {
 	ch.w.bg.spawn(func() {
 		for r := (queuedReply{line, method}); ; {
 			ch.toChild(context.Background(), r.line, r.method)
+			// A child that stopped serving reads no more: what waits for
+			// it is dropped at once rather than written to nobody.
+			ended := ch.endErr() != nil
 			q.mu.Lock()
-			if len(q.waiting) == 0 {
+			if len(q.waiting) == 0 || ended {
+				dropped := len(q.waiting)
 				q.writers--
 				q.waiting = nil // a burst's array is let go
 				q.mu.Unlock()
+				if dropped > 0 {
+					ch.log.Info("the child stopped serving; dropped the answers to its requests that waited", "dropped", dropped)
+				}
 				return
 			}
 			r = q.waiting[0]

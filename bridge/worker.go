@@ -33,7 +33,7 @@ type worker struct {
 	verdict  Era           // with auto: the verdict on an earlier child of this configuration
 	changed  chan struct{} // closed and replaced whenever the state above changes
 	closed   bool
-	why      error // why the last child never came to serve; nil once one is ready
+	why      string // for clients, why the last child never came to serve; "" once one is ready
 
 	stopRun context.CancelFunc
 	runDone chan struct{}
@@ -61,9 +61,15 @@ func (w *worker) run(ctx context.Context) {
 		w.setStarting(true)
 		ch, err := w.startChild(ctx)
 		if err != nil {
-			// Said before the waiting calls learn that nothing starts.
+			// Said before the waiting calls learn that nothing starts: in
+			// a word, the details (a path, what the child said) being for
+			// the log.
+			why := "it failed to start; the gateway's log says why"
+			if errors.Is(err, context.DeadlineExceeded) {
+				why = "its handshake timed out"
+			}
 			w.mu.Lock()
-			w.why = err
+			w.why = why
 			w.mu.Unlock()
 		}
 		w.setStarting(false)
@@ -131,7 +137,7 @@ func (w *worker) startChild(ctx context.Context) (*child, error) {
 	w.bg.spawn(func() { ch.watch(ctx) })
 	w.mu.Lock()
 	ch.ready = true
-	w.why = nil
+	w.why = ""
 	w.notifyChangedLocked()
 	w.mu.Unlock()
 	// Logged only now, so that whoever reads it finds the child ready.
@@ -188,8 +194,8 @@ func (w *worker) readyChild(ctx context.Context) (*child, error) {
 	for {
 		w.mu.Lock()
 		ch, changed, closed, starting, ready, why := w.cur, w.changed, w.closed, w.starting, w.readyLocked(), w.why
-		if why == nil && ch != nil {
-			why = ch.endErr() // a child that served, and stopped
+		if why == "" && ch != nil && ch.endErr() != nil {
+			why = "it stopped" // a child that served
 		}
 		w.mu.Unlock()
 		switch {
@@ -197,8 +203,8 @@ func (w *worker) readyChild(ctx context.Context) (*child, error) {
 			return nil, errShutdown()
 		case ready:
 			return ch, nil
-		case !starting && why != nil:
-			return nil, errUnavailable(fmt.Sprintf("the child is not serving (%v); it is being restarted", why))
+		case !starting && why != "":
+			return nil, errUnavailable("the child is not serving (" + why + "); it is being restarted")
 		case !starting:
 			return nil, errUnavailable("the child is not serving; it is being restarted")
 		}

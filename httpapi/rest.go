@@ -20,9 +20,11 @@ func (h *handlers) restRoutes(r chi.Router) {
 	r.Route("/v1", func(v chi.Router) {
 		v.Use(restAnswers)
 		v.NotFound(func(w http.ResponseWriter, r *http.Request) {
+			unrouted(r)
 			writeProblem(w, newProblem(kindNotFound, http.StatusNotFound, "no such route: the REST API is described at /openapi.yaml"))
 		})
 		v.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+			defer unrouted(r) // its routing context is read first
 			// RFC 9110 §15.5.6: a 405 lists what the route takes.
 			var allow []string
 			for _, m := range []string{http.MethodGet, http.MethodPost} {
@@ -54,6 +56,14 @@ var restClientInfo = []byte(`{"name":"stdiomcp-gateway-rest","version":"1"}`)
 // client would send it, and reads it back with the same reader as /mcp:
 // nothing reaches the child that the gateway read otherwise. more is the
 // params' members past _meta (a comma-separated run; may be nil).
+// unrouted drops the pattern of the mount a request no route of it serves
+// was routed through ("/v1", "/v1/*"), so that it is counted as no route's.
+func unrouted(r *http.Request) {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		rc.RoutePatterns = nil
+	}
+}
+
 func restRequest(method string, more []byte) (*mcp.Request, error) {
 	var b bytes.Buffer
 	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":`)

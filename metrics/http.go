@@ -3,7 +3,6 @@ package metrics
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -79,9 +78,7 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func routeOf(r *http.Request) string {
 	if rc := chi.RouteContext(r.Context()); rc != nil {
-		// A mount's pattern ("/v1/*") is what a request no route of it
-		// serves ends with: its 404 or 405 is no route's.
-		if p := rc.RoutePattern(); p != "" && !strings.HasSuffix(p, "/*") {
+		if p := rc.RoutePattern(); p != "" {
 			return p
 		}
 	}

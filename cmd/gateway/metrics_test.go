@@ -401,12 +401,14 @@ func TestMetricsOnTheAdminAddress(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	if code, _ := get(g.URL + "/v1/nowhere"); code != http.StatusNotFound {
-		t.Errorf("/v1/nowhere = %d, want 404", code)
+	for _, path := range []string{"/v1/nowhere", "/v1", "/v1/"} {
+		if code, _ := get(g.URL + path); code != http.StatusNotFound {
+			t.Errorf("%s = %d, want 404", path, code)
+		}
 	}
 	m.step("requests no /v1 route serves",
 		moves("gateway_http_requests_total", `code="405",method="PUT",route="other"`, 1),
-		moves("gateway_http_requests_total", `code="404",method="GET",route="other"`, 1))
+		moves("gateway_http_requests_total", `code="404",method="GET",route="other"`, 3))
 	if code, body := get(admin + "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Errorf("/debug/pprof/ on the admin address = %d %.200q, want the index of profiles", code, body)
 	}
