@@ -537,14 +537,7 @@ func TestEveryRequestOfABurstIsAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 10 * maxReplies
-	var burst strings.Builder
-	for i := range n {
-		if i > 0 {
-			burst.WriteByte('\n')
-		}
-		fmt.Fprintf(&burst, `{"jsonrpc":"2.0","id":%d,"method":"roots/list"}`, 50000+i)
-	}
-	child.send("%s", burst.String())
+	child.send("%s", rootsBurst(n))
 	answered := map[string]bool{}
 	for len(answered) < n {
 		select {
@@ -571,14 +564,7 @@ func TestWaitingAnswersGoWithTheirChild(t *testing.T) {
 		defer close(child.gate)
 		synctest.Wait()
 		const n = 3 * maxReplies
-		var burst strings.Builder
-		for i := range n {
-			if i > 0 {
-				burst.WriteByte('\n')
-			}
-			fmt.Fprintf(&burst, `{"jsonrpc":"2.0","id":%d,"method":"roots/list"}`, 50000+i)
-		}
-		child.send("%s", burst.String())
+		child.send("%s", rootsBurst(n))
 		synctest.Wait() // every writer waits on a child that does not read
 		child.exit()
 		synctest.Wait()
@@ -586,4 +572,16 @@ func TestWaitingAnswersGoWithTheirChild(t *testing.T) {
 			t.Errorf("the log does not say %s answers were dropped:\n%s", want, log.String())
 		}
 	})
+}
+
+// rootsBurst is n roots/list requests of a child, in one write.
+func rootsBurst(n int) string {
+	var burst strings.Builder
+	for i := range n {
+		if i > 0 {
+			burst.WriteByte('\n')
+		}
+		fmt.Fprintf(&burst, `{"jsonrpc":"2.0","id":%d,"method":"roots/list"}`, 50000+i)
+	}
+	return burst.String()
 }
