@@ -82,8 +82,9 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		// The client left before the request went out: it never reached
 		// the child, so there is nothing to cancel.
-		c.abort(ctxEnding(ctx), "")
-		return ctxEnding(ctx)
+		err = ctxEnding(ctx)
+		c.abort(err, "")
+		return err
 	default:
 		if br, ok := ch.t.(Breaker); ok && br.Broken() {
 			ch.kill(fmt.Errorf("writing to the child failed: %w", err))

@@ -123,9 +123,8 @@ func codings(values []string) []string {
 // readBody reads a POST's JSON body within the size and time limits, or
 // answers the client itself and reports false.
 func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if len(r.Header.Values("Content-Type")) > 1 {
-		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: "Content-Type is sent more than once: send it once, as application/json"})
+	if f := sentTwice(r, "Content-Type"); f != nil {
+		writeError(w, f.status, nil, f.err)
 		return nil, false
 	}
 	if !isJSON(r.Header.Get("Content-Type")) {
