@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,9 +65,15 @@ func TestBadInputIsRefused(t *testing.T) {
 			if tt.status == 405 && resp.Header.Get("Allow") != "POST, DELETE" {
 				t.Errorf("Allow = %q, want POST, DELETE", resp.Header.Get("Allow"))
 			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body = io.NopCloser(bytes.NewReader(body))
 			id, code := readRPCError(t, resp)
 			if code != tt.code || id != tt.id {
 				t.Errorf("error = id %s code %d, want id %s code %d", id, code, tt.id, tt.code)
+			}
+			// The Allow header names DELETE: its refusal says what it lacks.
+			if tt.method == "DELETE" && !bytes.Contains(body, []byte("Mcp-Session-Id")) {
+				t.Errorf("DELETE without a session: %s; want it to name the Mcp-Session-Id header", body)
 			}
 		})
 	}

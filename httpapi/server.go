@@ -313,8 +313,12 @@ func (h *handlers) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/mcp" {
 		// No GET stream in either era; DELETE ends a 2025 session.
 		w.Header().Set("Allow", "POST, DELETE")
-		writeError(w, http.StatusMethodNotAllowed, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: r.Method + " is not supported on /mcp: send each JSON-RPC message as a POST"})
+		msg := r.Method + " is not supported on /mcp: send each JSON-RPC message as a POST"
+		if r.Method == http.MethodDelete {
+			// Allow names DELETE: say what it needs.
+			msg = "DELETE /mcp ends a 2025 session, named by its " + mcp.HeaderSession + " header, which this request lacks; 2026-07-28 has no session to end"
+		}
+		writeError(w, http.StatusMethodNotAllowed, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg})
 		return
 	}
 	w.Header().Set("Allow", http.MethodGet)
