@@ -378,6 +378,19 @@ func TestModernChildAsksALegacyClient(t *testing.T) {
 	if _, err := c3.wait(); !errors.As(err, &e) || e.Code != mcp.CodeMissingCapability || !strings.Contains(e.Message, "cannot take a stream") {
 		t.Errorf("Wait = %v, want -32021 saying the client cannot be asked", err)
 	}
+	// A result the gateway cannot turn into questions is the child's
+	// fault, told as a bad answer (502), not the gateway's own failure.
+	for _, bad := range []string{
+		`{"resultType":"input_required","inputRequests":["sampling/createMessage"]}`,
+		`{"resultType":"input_required","inputRequests":{}}`,
+	} {
+		c4, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":10,"method":"tools/call"}`), legacyStreamer)
+		m = child.expect("tools/call")
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, bad)
+		if _, err := c4.wait(); !errors.As(err, &e) || e.Code != jsonrpc.CodeBadAnswer || !strings.Contains(e.Message, "InputRequiredResult") {
+			t.Errorf("after %s: Wait = %v, want -32010 naming the InputRequiredResult", bad, err)
+		}
+	}
 }
 
 // Questions that arrive together go out together, in one

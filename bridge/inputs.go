@@ -43,7 +43,8 @@ func (c *call) askForInputs(ex *exchange, m *jsonrpc.Message) {
 		err = errors.New("it asks for no input")
 	}
 	if err != nil {
-		c.end(nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the child's InputRequiredResult cannot be read: " + err.Error()})
+		c.ch.log.WarnContext(c.logCtx(), "the child's InputRequiredResult cannot be turned into questions for a 2025 client; the call fails", "client_id", string(c.clientID), "err", err)
+		c.end(nil, jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer", "the child's InputRequiredResult cannot be read: "+err.Error()))
 		return
 	}
 	in := &inputs{state: state, answers: map[string][]byte{}, waiting: map[string]*ask{}}
