@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -71,6 +72,12 @@ func TestListenOnALegacyChild(t *testing.T) {
 	b.wait()
 	if unsub := child.expect("resources/unsubscribe"); string(unsub.Params) != `{"uri":"file:///x"}` {
 		t.Errorf("unsubscribe params %s", unsub.Params)
+	}
+	// A filter of other types than the schema's is refused: acknowledged
+	// as asking for nothing, its client would wait for what never comes.
+	var e *jsonrpc.Error
+	if _, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":8,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":"yes"}}}`), listenCaller); !errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("a listen with toolsListChanged \"yes\": %v; want -32602", err)
 	}
 }
 

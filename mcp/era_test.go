@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -151,9 +152,24 @@ func TestInputRequired(t *testing.T) {
 }
 
 func TestListenVocabulary(t *testing.T) {
-	f, err := ReadFilter([]byte(`{"toolsListChanged":true,"promptsListChanged":"yes","resourceSubscriptions":["a",1,"b","a"]}`))
+	f, err := ReadFilter([]byte(`{"toolsListChanged":true,"promptsListChanged":false,"resourcesListChanged":null,"resourceSubscriptions":["a","b","a"]}`))
 	if want := (Filter{ToolsListChanged: true, ResourceSubscriptions: []string{"a", "b"}}); err != nil || !reflect.DeepEqual(f, want) {
 		t.Errorf("ReadFilter = %+v, %v; want %+v", f, err, want)
+	}
+	// What the schema types otherwise is refused: acknowledged as asking
+	// for nothing, its client would wait for what never comes.
+	for in, says := range map[string]string{
+		`{"promptsListChanged":"yes"}`:         "promptsListChanged must be a boolean",
+		`{"toolsListChanged":1}`:               "toolsListChanged must be a boolean",
+		`{"resourceSubscriptions":["a",1]}`:    "array of URIs",
+		`{"resourceSubscriptions":"a"}`:        "array of URIs",
+		`["a"]`:                                "must be an object",
+		`{"resourcesListChanged":{"on":true}}`: "resourcesListChanged must be a boolean",
+	} {
+		var e *jsonrpc.Error
+		if _, err := ReadFilter([]byte(in)); !errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidParams || !strings.Contains(e.Message, says) {
+			t.Errorf("ReadFilter(%s) = %v; want -32602 saying %q", in, err, says)
+		}
 	}
 	if _, err := ReadFilter([]byte(`{"toolsListChanged":false,"ToolsListChanged":true}`)); err == nil || !strings.Contains(err.Error(), `params.notifications has a member "ToolsListChanged"`) {
 		t.Errorf("an ambiguous filter: %v", err)

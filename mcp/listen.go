@@ -15,13 +15,19 @@ type Filter struct {
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
 }
 
-// ReadFilter reads a listen request's params.notifications. What is not a
-// boolean true, or a string URI, asks for nothing. A member it reads that
-// is ambiguous (see jsonrpc.Find) is refused, as Read refuses one.
+// ReadFilter reads a listen request's params.notifications, an object
+// whose members the schema types: the three list_changed flags booleans,
+// resourceSubscriptions an array of URIs (null is taken for absent). A
+// member of another type is refused (-32602), since acknowledging it as
+// asking for nothing would leave its client waiting for what never comes;
+// one that is ambiguous (see jsonrpc.Find) is refused as Read refuses one.
 func ReadFilter(notifications []byte) (Filter, error) {
 	var f Filter
-	if len(notifications) == 0 || notifications[0] != '{' {
+	if len(notifications) == 0 || string(notifications) == "null" {
 		return f, nil
+	}
+	if notifications[0] != '{' {
+		return f, missing("params.notifications must be an object")
 	}
 	names := [...]string{"toolsListChanged", "promptsListChanged", "resourcesListChanged", "resourceSubscriptions"}
 	var at [len(names)]jsonrpc.Span
@@ -32,16 +38,31 @@ func ReadFilter(notifications []byte) (Filter, error) {
 		return Filter{}, invalid(err)
 	}
 	value := func(i int) []byte { return notifications[at[i].Start:at[i].End] } // empty when absent
-	f.ToolsListChanged = string(value(0)) == "true"
-	f.PromptsListChanged = string(value(1)) == "true"
-	f.ResourcesListChanged = string(value(2)) == "true"
+	flags := [...]*bool{&f.ToolsListChanged, &f.PromptsListChanged, &f.ResourcesListChanged}
+	for i, flag := range flags {
+		switch string(value(i)) {
+		case "", "null", "false":
+		case "true":
+			*flag = true
+		default:
+			return Filter{}, missing("params.notifications." + names[i] + " must be a boolean")
+		}
+	}
 	subs := value(3)
-	if len(subs) > 0 && subs[0] == '[' {
-		spans, _ := jsonrpc.Elements(subs)
-		for _, sp := range spans {
-			if uri, ok := String(subs[sp.Start:sp.End]); ok && !slices.Contains(f.ResourceSubscriptions, uri) {
-				f.ResourceSubscriptions = append(f.ResourceSubscriptions, uri)
-			}
+	if len(subs) == 0 || string(subs) == "null" {
+		return f, nil
+	}
+	spans, err := jsonrpc.Elements(subs)
+	if err != nil {
+		return Filter{}, missing("params.notifications.resourceSubscriptions must be an array of URIs")
+	}
+	for _, sp := range spans {
+		uri, ok := String(subs[sp.Start:sp.End])
+		if !ok {
+			return Filter{}, missing("params.notifications.resourceSubscriptions must be an array of URIs")
+		}
+		if !slices.Contains(f.ResourceSubscriptions, uri) {
+			f.ResourceSubscriptions = append(f.ResourceSubscriptions, uri)
 		}
 	}
 	return f, nil
