@@ -40,10 +40,16 @@ func mismatch(format string, args ...any) *rpcFailure {
 // is not a legacy one) or with its version in _meta. req may be nil (a
 // response).
 func isModern(r *http.Request, req *mcp.Request) bool {
-	if v := strings.TrimSpace(r.Header.Get(mcp.HeaderProtocolVersionKey)); v != "" && !mcp.IsLegacy(v) {
+	if req != nil && req.Modern() {
 		return true
 	}
-	return req != nil && req.Modern()
+	if v := strings.TrimSpace(r.Header.Get(mcp.HeaderProtocolVersionKey)); v != "" && !mcp.IsLegacy(v) {
+		// initialize agrees on a revision in its body: a header naming one
+		// the gateway does not know leaves that to the answer, which
+		// names the revision the gateway speaks.
+		return v == mcp.Modern || req == nil || req.Method != mcp.MethodInitialize
+	}
+	return false
 }
 
 // modernCaller checks a modern request as 2026-07-28 says, before anything
@@ -51,7 +57,7 @@ func isModern(r *http.Request, req *mcp.Request) bool {
 // body, the version, and methods the revision removed.
 func modernCaller(r *http.Request, req *mcp.Request) (bridge.Caller, *rpcFailure) {
 	version, _ := req.MetaString(mcp.MetaProtocolVersion)
-	if h, err := headerValue(r, mcp.HeaderProtocolVersionKey); version == "" && err == nil && h != "" && h != mcp.Modern && !mcp.IsLegacy(h) && req.Method != mcp.MethodInitialize {
+	if h, err := headerValue(r, mcp.HeaderProtocolVersionKey); version == "" && err == nil && h != "" && h != mcp.Modern && !mcp.IsLegacy(h) {
 		// A version the gateway does not know, named in the header alone:
 		// what it lacks in _meta is beside the point.
 		return bridge.Caller{}, unsupportedVersion(h)
@@ -120,8 +126,10 @@ func checkMirrored(r *http.Request, req *mcp.Request) *rpcFailure {
 		return nil
 	}
 	want, isString := req.String(field)
-	if v, present := req.Param(field); present && !isString {
-		// Not a header matter: the body itself is wrong.
+	// Not a header matter: the body itself is wrong.
+	if v, present := req.Param(field); !present {
+		return refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams, fmt.Sprintf("%s needs params.%s (a string)", req.Method, field), nil)
+	} else if !isString {
 		return refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams, fmt.Sprintf("params.%s must be a string, not %s", field, clip(string(v))), nil)
 	}
 	name, err := headerValue(r, mcp.HeaderName)

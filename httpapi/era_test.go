@@ -55,6 +55,8 @@ func TestModernValidation(t *testing.T) {
 			modernHeaders("Tools/List"), 400, -32020},
 		"no Mcp-Name": {`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo",` + modernMeta + `}}`,
 			modernHeaders("tools/call"), 400, -32020},
+		"no params.name": {`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{` + modernMeta + `}}`,
+			modernHeaders("tools/call", "Mcp-Name", "echo"), 400, -32602},
 		"Mcp-Name differs": {`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo",` + modernMeta + `}}`,
 			modernHeaders("tools/call", "Mcp-Name", "other"), 400, -32020},
 		"Mcp-Name bad base64": {`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"x",` + modernMeta + `}}`,

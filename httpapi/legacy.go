@@ -19,9 +19,18 @@ import (
 // since the child is shared.
 func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Request) {
 	if req.Method == mcp.MethodInitialize {
-		asked, _ := req.String(mcp.ParamProtocolVersion)
+		asked, isString := req.String(mcp.ParamProtocolVersion)
 		caps, _ := req.Param(mcp.ParamCapabilities)
-		info, _ := req.Param(mcp.ParamClientInfo)
+		info, hasInfo := req.Param(mcp.ParamClientInfo)
+		// The session carries its capabilities and client info to every
+		// call, and to a 2026-07-28 child in each call's _meta: they must
+		// be what the schema says, or the child is sent what no client
+		// could have sent it.
+		if !isString || len(caps) == 0 || caps[0] != '{' || (hasInfo && info[0] != '{') {
+			writeError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: "initialize needs params.protocolVersion (a string) and params.capabilities (an object); params.clientInfo, when sent, is an object"})
+			return
+		}
 		sid, f := h.sessions.create(mcp.Negotiated(asked), callerOf(r.Context()).owner(), caps, info)
 		if f != nil {
 			writeError(w, f.status, req.ID, f.err)

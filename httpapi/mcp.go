@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,9 +33,8 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		msg := err.Error()
-		var amb *jsonrpc.AmbiguousError
-		if !errors.As(err, &amb) {
-			msg += " (send one JSON-RPC 2.0 request or notification per POST; batches are not supported)"
+		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+			msg += " (send one JSON-RPC 2.0 message per POST; batches are not supported)"
 		}
 		writeError(w, http.StatusBadRequest, jsonrpc.BestEffortID(body), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg})
 		return

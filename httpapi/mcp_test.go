@@ -75,6 +75,10 @@ func TestBadInputIsRefused(t *testing.T) {
 			if tt.method == "DELETE" && !bytes.Contains(body, []byte("Mcp-Session-Id")) {
 				t.Errorf("DELETE without a session: %s; want it to name the Mcp-Session-Id header", body)
 			}
+			// Only a batch is told that batches are not supported.
+			if batch := strings.HasPrefix(tt.body, "["); batch != bytes.Contains(body, []byte("batches are not supported")) {
+				t.Errorf("%s: %s", tt.body, body)
+			}
 		})
 	}
 	select {

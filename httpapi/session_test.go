@@ -33,6 +33,41 @@ func initializeWith(t *testing.T, f *fakeBackend, url, body string) string {
 	return sid
 }
 
+// An initialize whose params are not what the schema says is refused
+// before a session is made; a revision header on it leaves the revision
+// to its body.
+func TestInitializeIsChecked(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	for _, params := range []string{
+		``,
+		`,"params":[]`,
+		`,"params":{"protocolVersion":20250326,"capabilities":{}}`,
+		`,"params":{"protocolVersion":"2025-06-18"}`,
+		`,"params":{"protocolVersion":"2025-06-18","capabilities":"x","clientInfo":{"name":"c","version":"1"}}`,
+		`,"params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":"y"}`,
+	} {
+		resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":4,"method":"initialize"`+params+`}`)
+		id, code := readRPCError(t, resp)
+		if resp.StatusCode != 400 || code != -32602 || id != "4" || resp.Header.Get("Mcp-Session-Id") != "" {
+			t.Errorf("initialize with %s: status %d code %d id %s session %q; want 400 -32602 4 and none",
+				params, resp.StatusCode, code, id, resp.Header.Get("Mcp-Session-Id"))
+		}
+	}
+	select {
+	case c := <-f.calls:
+		t.Errorf("a refused initialize reached the backend: %s", c.req.Raw)
+	default:
+	}
+	go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), nil) }()
+	resp := post(t, srv.URL+"/mcp", "application/json", initBody, "MCP-Protocol-Version", "garbage")
+	if resp.StatusCode != 200 || resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Errorf("initialize with a revision header the gateway does not know: status %d, session %q; want 200 and a session",
+			resp.StatusCode, resp.Header.Get("Mcp-Session-Id"))
+	}
+}
+
 func TestLegacySession(t *testing.T) {
 	t.Parallel()
 	f := newFake()

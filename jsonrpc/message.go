@@ -151,7 +151,7 @@ func (m *Message) set(member int, v Span) error {
 		}
 	case memberID:
 		if !validID(val) {
-			return fmt.Errorf("%w: id must be a string, a number or null", ErrInvalid)
+			return fmt.Errorf("%w: id must be a string or a number (null only in the answer to a message whose id could not be read)", ErrInvalid)
 		}
 		m.ID, m.id = val, v
 	case memberMethod:
