@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
 
@@ -194,6 +198,48 @@ func TestDNSRebindingProtection(t *testing.T) {
 }
 
 // Mcp-Param-* headers must agree with the arguments they mirror.
+// A tool list the Mcp-Param headers cannot be checked against fails the
+// call for the reason the list failed: no child serving is told as any
+// call is told it, a list over the size limit is the child's answer's
+// fault (502), not a child that comes back in a second.
+func TestParamHeadersWithoutTheList(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		err    error
+		status int
+		code   int
+		says   string
+	}{
+		{"no child", jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable", "the child is not serving (it stopped); it is being restarted"),
+			503, jsonrpc.CodeUnavailable, `"the child is not serving (it stopped); it is being restarted"`},
+		{"too large", fmt.Errorf("tools/list: %w", jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large", "the child's response (7843 bytes) exceeded the gateway's message size limit")),
+			502, jsonrpc.CodeTooLarge, "the Mcp-Param headers cannot be checked: the child's response (7843 bytes)"},
+		{"the child's error", &bridge.ListError{Method: "tools/list", Raw: []byte(`{"code":-32601,"message":"no tools"}`)},
+			503, jsonrpc.CodeUnavailable, "the Mcp-Param headers cannot be checked: tools/list"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake()
+			f.paramErr = tt.err
+			srv := newServer(t, f, Options{})
+			resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo",`+modernMeta+`}}`,
+				modernHeaders("tools/call", "Mcp-Name", "echo")...)
+			body, _ := io.ReadAll(resp.Body)
+			var m struct {
+				Error struct {
+					Code    int
+					Message string
+				}
+			}
+			json.Unmarshal(body, &m)
+			if resp.StatusCode != tt.status || m.Error.Code != tt.code || !strings.Contains(string(body), tt.says) {
+				t.Errorf("status %d: %s; want %d, code %d, saying %s", resp.StatusCode, body, tt.status, tt.code, tt.says)
+			}
+		})
+	}
+}
+
 func TestParamHeaders(t *testing.T) {
 	t.Parallel()
 	f := newFake()

@@ -23,6 +23,7 @@ import (
 // feeding each fakeCall.
 type fakeBackend struct {
 	params   map[string][]mcp.ParamHeader // x-mcp-header annotations by tool
+	paramErr error                        // ToolHeaders fails with it
 	tools    *bridge.ToolList             // what Tools returns; nil: no tools
 	mu       sync.Mutex
 	ready    bool
@@ -98,6 +99,9 @@ func (f *fakeBackend) setReady(v bool) {
 }
 
 func (f *fakeBackend) ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error) {
+	if f.paramErr != nil {
+		return nil, f.paramErr
+	}
 	return f.params[tool], nil
 }
 

@@ -24,6 +24,19 @@ func (h *handlers) checkParamHeaders(r *http.Request, req *mcp.Request) *rpcFail
 		// Unchecked headers may have routed the request somewhere its body
 		// does not go: without the list, the call is refused.
 		h.log.WarnContext(r.Context(), "cannot check Mcp-Param headers: the tool list is unavailable", "tool", tool, "err", err)
+		var e *jsonrpc.Error
+		switch {
+		case errors.As(err, &e) && e.Code == jsonrpc.CodeUnavailable:
+			// No child serving: the call is told so as any call is, in
+			// the words REST uses too.
+			return &rpcFailure{statusFor(e.Code), e}
+		case errors.As(err, &e) && e.Code != jsonrpc.CodeInternalError:
+			// The gateway's reason (an answer over the size limit, a
+			// timeout, a shutdown) and its status: a list over the limit
+			// is not a child that comes back in a second.
+			return &rpcFailure{statusFor(e.Code), &jsonrpc.Error{Code: e.Code,
+				Message: "the child's tool list could not be read, so the Mcp-Param headers cannot be checked: " + e.Message, Data: e.Data}}
+		}
 		return &rpcFailure{http.StatusServiceUnavailable, jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable",
 			fmt.Sprintf("the child's tool list could not be read, so the Mcp-Param headers cannot be checked: %v", err))}
 	}
