@@ -33,22 +33,47 @@ type pipeTransport struct {
 	closeOne sync.Once
 	closed   chan struct{}
 	gathered atomic.Int32 // GatherMessage calls
+	over     *tooLong     // a line over maxLine reported as it passed it, not yet ended
 }
 
 // tooLong mimics the stdio reader's error for a line over the limit.
 type tooLong struct {
-	size int64
-	head []byte
+	size    int64
+	head    []byte
+	ongoing bool
 }
 
 func (e *tooLong) Error() string            { return fmt.Sprintf("a %d-byte line over the limit", e.size) }
 func (e *tooLong) Skipped() (int64, []byte) { return e.size, e.head }
+func (e *tooLong) Ongoing() bool            { return e.ongoing }
+
+// ReadMessage reads as the stdio reader does: a line over maxLine whose
+// end is not in the reader's buffer yet is reported as it passes the limit,
+// and again at its end.
 func (p *pipeTransport) ReadMessage() ([]byte, error) {
+	var line []byte
 	for {
-		line, err := p.r.ReadBytes('\n')
+		chunk, err := p.r.ReadSlice('\n')
+		full := errors.Is(err, bufio.ErrBufferFull)
+		if o := p.over; o != nil {
+			o.size += int64(len(bytes.TrimSuffix(chunk, []byte("\n"))))
+			if full {
+				continue
+			}
+			p.over = nil
+			return nil, &tooLong{o.size, o.head, false}
+		}
+		line = append(line, chunk...)
+		if full {
+			if p.maxLine > 0 && len(line) > p.maxLine {
+				p.over = &tooLong{int64(len(line)), line[:64:64], false}
+				return nil, &tooLong{int64(len(line)), line[:64:64], true}
+			}
+			continue
+		}
 		line = bytes.TrimSuffix(line, []byte("\n"))
 		if p.maxLine > 0 && len(line) > p.maxLine {
-			return nil, &tooLong{int64(len(line)), line[:min(len(line), 64)]}
+			return nil, &tooLong{int64(len(line)), line[:min(len(line), 64)], false}
 		}
 		if len(line) > 0 {
 			return line, nil
@@ -159,6 +184,15 @@ func (c *fakeChild) readLoop(r io.Reader) {
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true},"logging":{}},"serverInfo":{"name":"fake","version":"1"},"instructions":"be nice"}}`, m.ID)
 		}
 		c.got <- m
+	}
+}
+
+// sendRaw writes s as it is: no newline is added.
+func (c *fakeChild) sendRaw(s string) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := io.WriteString(c.out, s); err != nil {
+		c.t.Errorf("fake child write: %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -288,6 +289,32 @@ func TestOversizedResponseFailsItsCall(t *testing.T) {
 	}
 	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	m2 := child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m2.ID)
+	if _, err := c2.wait(); err != nil {
+		t.Fatalf("the next call failed: %v", err)
+	}
+}
+
+// A response whose line passes the size limit fails its call then, before
+// the line's end, which a child that writes without end never sends; once
+// it ends, the reader goes on.
+func TestOversizedResponseFailsItsCallBeforeItsEnd(t *testing.T) {
+	t.Parallel()
+	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}, maxLine: 1000}
+	w.b = New(w.start, strict(t, legacy()))
+	t.Cleanup(func() { w.b.Close(context.Background()) })
+	child := w.child()
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"big","method":"tools/call"}`)
+	m := child.expect("tools/call")
+	// More than the reader's buffer (4 KiB), and no newline.
+	child.sendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"text":"%s`, m.ID, strings.Repeat("x", 6000)))
+	_, err := c.wait()
+	if code := gatewayCode(t, err); code != jsonrpc.CodeTooLarge || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("Wait = %v, want the too-large error", err)
+	}
+	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	m2 := child.expect("tools/list")
+	child.sendRaw(strings.Repeat("x", 6000) + "\"}}\n")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m2.ID)
 	if _, err := c2.wait(); err != nil {
 		t.Fatalf("the next call failed: %v", err)

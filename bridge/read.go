@@ -18,14 +18,29 @@ import (
 // goroutines.
 func (ch *child) readLoop() {
 	defer close(ch.done)
+	var reported SkippedMessage // an oversized message reported as it began, not yet ended
 	for {
 		line, err := ch.t.ReadMessage()
 		ch.touch()
 		if err != nil {
 			var skipped SkippedMessage
 			if errors.As(err, &skipped) {
+				if skipped.Ongoing() {
+					// Its call fails now, not once the end comes, which
+					// a child that writes without end never sends; such a
+					// child stops being heard from (touch is not called
+					// meanwhile), and the watchdog probes it.
+					reported = skipped
+					ch.oversized(skipped)
+					continue
+				}
 				size, _ := skipped.Skipped()
 				ch.b.opts.Observer.MessageRead(ch.w.index, int(size))
+				if reported != nil {
+					reported = nil
+					ch.log.Info("the child's message over the size limit ended; all of it was skipped", "size", size)
+					continue
+				}
 				ch.oversized(skipped)
 				continue
 			}
@@ -151,7 +166,11 @@ func (ch *child) badAnswer(raw []byte, why error) {
 // pending call, that call fails now instead of waiting for its timeout.
 func (ch *child) oversized(e SkippedMessage) {
 	size, h := e.Skipped()
-	ch.log.Warn("child wrote a message over the size limit; skipped", "err", e, "size", size, "head", head(h))
+	if e.Ongoing() {
+		ch.log.Warn("child is writing a message over the size limit; skipping it to its end", "err", e, "head", head(h))
+	} else {
+		ch.log.Warn("child wrote a message over the size limit; skipped", "err", e, "size", size, "head", head(h))
+	}
 	raw, ok := jsonrpc.PrefixMember(h, "id")
 	if !ok {
 		return
@@ -162,7 +181,7 @@ func (ch *child) oversized(e SkippedMessage) {
 	}
 	if ex := ch.take(id); ex != nil {
 		ex.fail(jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large",
-			fmt.Sprintf("the child's response (%d bytes) exceeded the gateway's message size limit: %v", size, e)))
+			fmt.Sprintf("the child's response exceeded the gateway's message size limit: %v", e)))
 	}
 }
 

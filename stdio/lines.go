@@ -17,17 +17,27 @@ import (
 const headBytes = 4 << 10
 
 // TooLongError reports a stdout line over the size limit. The line has been
-// discarded up to its newline and reading can go on.
+// discarded up to its newline and reading can go on. A line whose end has
+// not come as it passes the limit is reported then too, once, Partial: the
+// call it answers need not wait for its end, which may be far off (or
+// never come, from a child that writes without end).
 type TooLongError struct {
-	Size  int64  // bytes in the line, without the newline
-	Limit int    // the limit it exceeded
-	Head  []byte // the line's first bytes
+	Size    int64  // bytes in the line, without the newline; read so far, when Partial
+	Limit   int    // the limit it exceeded
+	Head    []byte // the line's first bytes
+	Partial bool   // the line goes on; it is discarded as it comes, and reported again at its end
 }
 
 // Skipped reports the discarded line's size and first bytes.
 func (e *TooLongError) Skipped() (int64, []byte) { return e.Size, e.Head }
 
+// Ongoing reports whether the line goes on (see Partial).
+func (e *TooLongError) Ongoing() bool { return e.Partial }
+
 func (e *TooLongError) Error() string {
+	if e.Partial {
+		return fmt.Sprintf("child is writing a line over the %d-byte limit (%d bytes so far); discarding it to its end", e.Limit, e.Size)
+	}
 	return fmt.Sprintf("child wrote a %d-byte line, over the %d-byte limit; discarded", e.Size, e.Limit)
 }
 
@@ -44,9 +54,10 @@ var ErrStalled = errors.New("stdio: child is not reading its stdin")
 type lineReader struct {
 	br    *bufio.Reader
 	max   int
-	last  int          // the size of the last large line read (see collect)
-	asked atomic.Int32 // collections asked for since the one running began; 0: none runs (see collect)
-	gc    func()       // runtime.GC; a test's own to see when collections are made
+	last  int           // the size of the last large line read (see collect)
+	asked atomic.Int32  // collections asked for since the one running began; 0: none runs (see collect)
+	gc    func()        // runtime.GC; a test's own to see when collections are made
+	over  *TooLongError // a line reported Partial, being discarded to its end
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
@@ -69,9 +80,10 @@ const Spare = 64
 // into a slice of its exact size (plus Spare): growing one slice by
 // appending would leave several times its size in garbage behind.
 func (r *lineReader) next() ([]byte, error) {
-	var parts [][]byte     // the pieces of a line longer than the bufio buffer
-	var size int           // their total length
-	var over *TooLongError // set while an oversized line is being discarded
+	var parts [][]byte // the pieces of a line longer than the bufio buffer
+	var size int       // their total length
+	over := r.over     // set while an oversized line is being discarded
+	r.over = nil
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		full := errors.Is(err, bufio.ErrBufferFull)
@@ -84,6 +96,12 @@ func (r *lineReader) next() ([]byte, error) {
 				over.Head = append(over.Head, p[:min(len(p), headBytes-len(over.Head))]...)
 			}
 			parts, size = nil, 0
+			if full {
+				// Its end has not come: the caller hears of it now, and the
+				// next call goes on discarding it.
+				r.over = over
+				return nil, &TooLongError{Size: over.Size, Limit: r.max, Head: over.Head, Partial: true}
+			}
 		case parts != nil || full:
 			parts = append(parts, bytes.Clone(chunk))
 			size += len(chunk)

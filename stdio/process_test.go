@@ -167,9 +167,15 @@ func TestTooLongLineIsSkipped(t *testing.T) {
 		}
 	}
 	expect("first")
+	// The line is reported as it passes the limit, long before its end,
+	// and again at its end.
 	_, err := p.ReadMessage()
 	var tl *TooLongError
-	if !errors.As(err, &tl) {
+	if !errors.As(err, &tl) || !tl.Partial || tl.Size <= 1<<20 || tl.Size >= 3_000_000 || !bytes.HasPrefix(tl.Head, []byte(`{"id":7,"result":"xxx`)) {
+		t.Fatalf("ReadMessage = %v, want a partial *TooLongError", err)
+	}
+	_, err = p.ReadMessage()
+	if !errors.As(err, &tl) || tl.Partial {
 		t.Fatalf("ReadMessage = %v, want *TooLongError", err)
 	}
 	if tl.Size != 3_000_000 || tl.Limit != 1<<20 || !bytes.HasPrefix(tl.Head, []byte(`{"id":7,"result":"xxx`)) || len(tl.Head) != headBytes {
