@@ -60,14 +60,14 @@ type (
 	// wedged to stop politely. Kill also does what Close does.
 	Killer interface{ Kill() error }
 	// SkippedMessage is a read error that cost one message and left the
-	// stream usable, such as a line over the size limit. Head is the
-	// message's first bytes. One that is Ongoing is reported as it
-	// passed the limit, its end not yet read (size is what was read so
-	// far): the next read goes on discarding it, and reports it again at
-	// its end, not Ongoing.
+	// stream usable, such as a line over the size limit. Head and tail are
+	// the message's first and last bytes. One that is Ongoing is reported
+	// as it passed the limit, its end not yet read (size is what was read
+	// so far, and there is no tail): the next read goes on discarding it,
+	// and reports it again at its end, not Ongoing.
 	SkippedMessage interface {
 		error
-		Skipped() (size int64, head []byte)
+		Skipped() (size int64, head, tail []byte)
 		Ongoing() bool
 	}
 )

@@ -40,40 +40,50 @@ type pipeTransport struct {
 type tooLong struct {
 	size    int64
 	head    []byte
+	tail    []byte // the last 64 bytes
 	ongoing bool
 }
 
-func (e *tooLong) Error() string            { return fmt.Sprintf("a %d-byte line over the limit", e.size) }
-func (e *tooLong) Skipped() (int64, []byte) { return e.size, e.head }
-func (e *tooLong) Ongoing() bool            { return e.ongoing }
+func (e *tooLong) Error() string { return fmt.Sprintf("a %d-byte line over the limit", e.size) }
+func (e *tooLong) Skipped() (int64, []byte, []byte) {
+	if e.ongoing {
+		return e.size, e.head, nil
+	}
+	return e.size, e.head, e.tail
+}
+func (e *tooLong) Ongoing() bool { return e.ongoing }
 
 // ReadMessage reads as the stdio reader does: a line over maxLine whose
 // end is not in the reader's buffer yet is reported as it passes the limit,
 // and again at its end.
 func (p *pipeTransport) ReadMessage() ([]byte, error) {
+	last := func(b []byte) []byte { return bytes.Clone(b[max(0, len(b)-64):]) }
 	var line []byte
 	for {
 		chunk, err := p.r.ReadSlice('\n')
 		full := errors.Is(err, bufio.ErrBufferFull)
 		if o := p.over; o != nil {
-			o.size += int64(len(bytes.TrimSuffix(chunk, []byte("\n"))))
+			chunk = bytes.TrimSuffix(chunk, []byte("\n"))
+			o.size += int64(len(chunk))
+			o.tail = last(append(o.tail, chunk...))
 			if full {
 				continue
 			}
 			p.over = nil
-			return nil, &tooLong{o.size, o.head, false}
+			return nil, o
 		}
 		line = append(line, chunk...)
 		if full {
 			if p.maxLine > 0 && len(line) > p.maxLine {
-				p.over = &tooLong{int64(len(line)), line[:64:64], false}
-				return nil, &tooLong{int64(len(line)), line[:64:64], true}
+				head := bytes.Clone(line[:64])
+				p.over = &tooLong{size: int64(len(line)), head: head, tail: last(line)}
+				return nil, &tooLong{size: int64(len(line)), head: head, ongoing: true}
 			}
 			continue
 		}
 		line = bytes.TrimSuffix(line, []byte("\n"))
 		if p.maxLine > 0 && len(line) > p.maxLine {
-			return nil, &tooLong{int64(len(line)), line[:min(len(line), 64)], false}
+			return nil, &tooLong{size: int64(len(line)), head: line[:min(len(line), 64)], tail: last(line)}
 		}
 		if len(line) > 0 {
 			return line, nil

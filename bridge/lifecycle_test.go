@@ -319,6 +319,16 @@ func TestOversizedResponseFailsItsCallBeforeItsEnd(t *testing.T) {
 	if _, err := c2.wait(); err != nil {
 		t.Fatalf("the next call failed: %v", err)
 	}
+	// An id written after the result is found at the line's end, whether
+	// the line ends in the reader's buffer or long after.
+	for _, size := range []int{1500, 20000} {
+		c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"last","method":"tools/call"}`)
+		m := child.expect("tools/call")
+		child.send(`{"jsonrpc":"2.0","result":{"text":"%s"},"id":%s}`, strings.Repeat("x", size), m.ID)
+		if _, err := c.wait(); gatewayCode(t, err) != jsonrpc.CodeTooLarge {
+			t.Fatalf("a %d-byte answer with its id last: Wait = %v, want the too-large error", size, err)
+		}
+	}
 }
 
 // An answer that is not valid JSON-RPC fails the call whose id it names at

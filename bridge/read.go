@@ -18,28 +18,30 @@ import (
 // goroutines.
 func (ch *child) readLoop() {
 	defer close(ch.done)
-	var reported SkippedMessage // an oversized message reported as it began, not yet ended
+	reported := false // an oversized message was reported as it began, and has not ended
 	for {
 		line, err := ch.t.ReadMessage()
 		ch.touch()
 		if err != nil {
 			var skipped SkippedMessage
 			if errors.As(err, &skipped) {
-				if skipped.Ongoing() {
+				size, h, _ := skipped.Skipped()
+				switch {
+				case skipped.Ongoing():
 					// Its call fails now, not once the end comes, which
 					// a child that writes without end never sends; such a
 					// child stops being heard from (touch is not called
 					// meanwhile), and the watchdog probes it.
-					reported = skipped
-					ch.oversized(skipped)
-					continue
-				}
-				size, _ := skipped.Skipped()
-				ch.b.opts.Observer.MessageRead(ch.w.index, int(size))
-				if reported != nil {
-					reported = nil
+					reported = true
+					ch.log.Warn("child is writing a message over the size limit; skipping it to its end", "err", skipped, "head", head(h))
+				case reported:
+					reported = false
 					ch.log.Info("the child's message over the size limit ended; all of it was skipped", "size", size)
-					continue
+				default:
+					ch.log.Warn("child wrote a message over the size limit; skipped", "err", skipped, "size", size, "head", head(h))
+				}
+				if !skipped.Ongoing() {
+					ch.b.opts.Observer.MessageRead(ch.w.index, int(size))
 				}
 				ch.oversized(skipped)
 				continue
@@ -162,16 +164,18 @@ func (ch *child) badAnswer(raw []byte, why error) {
 	}
 }
 
-// oversized handles a line that was too long to keep: if its start names a
-// pending call, that call fails now instead of waiting for its timeout.
+// oversized fails the pending call a line too long to keep answers, now
+// instead of at its timeout: the call its id names, among the first
+// members of its head or as the last member of its tail (many encoders
+// write a response's id after its result). A line reported as it passed
+// the limit is reported again at its end, with its tail; its call fails at
+// the first report that names it.
 func (ch *child) oversized(e SkippedMessage) {
-	size, h := e.Skipped()
-	if e.Ongoing() {
-		ch.log.Warn("child is writing a message over the size limit; skipping it to its end", "err", e, "head", head(h))
-	} else {
-		ch.log.Warn("child wrote a message over the size limit; skipped", "err", e, "size", size, "head", head(h))
-	}
+	_, h, tail := e.Skipped()
 	raw, ok := jsonrpc.PrefixMember(h, "id")
+	if !ok {
+		raw, ok = jsonrpc.SuffixMember(tail, "id")
+	}
 	if !ok {
 		return
 	}

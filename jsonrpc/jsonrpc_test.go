@@ -133,6 +133,36 @@ func TestPrefixMember(t *testing.T) {
 	}
 }
 
+func TestSuffixMember(t *testing.T) {
+	for in, want := range map[string]string{
+		`aaaa"}]},"id":12}`:              "12",
+		`aaaa"}]}, "id" : "x\"y" } `:     `"x\"y"`,
+		`aaaa"}]},"id":-1.5e3}` + "\r\n": "-1.5e3",
+		`{"id":"k"}`:                     `"k"`,
+		`aaaa"}]},"id":"a\\\\"}`:         `"a\\\\"`,
+		// Not the object's own last member, or not an id at all.
+		`aaa","x":{"id":12}}`:   "",
+		`aaa","x":[{"id":12}]}`: "",
+		`"text":"a,\"id\":12}`:  "",
+		`,"id":12}}`:            "",
+		`,"id":null}`:           "",
+		`,"id":{"a":1}}`:        "",
+		`,"id":12`:              "",
+		`,"ids":12}`:            "",
+		`x"id":12}`:             "",
+		`,"id":"unterminated}`:  "",
+		`,"id":1-2}`:            "",
+		`}`:                     "",
+		``:                      "",
+		`,"id":"\u0031"}`:       `"\u0031"`,
+	} {
+		got, ok := SuffixMember([]byte(in), "id")
+		if string(got) != want || ok != (want != "") {
+			t.Errorf("SuffixMember(%s) = %s, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
 func TestBuilders(t *testing.T) {
 	tests := map[string]struct{ got, want []byte }{
 		"request":      {NewRequest(9, "ping", nil), []byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)},

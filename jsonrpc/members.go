@@ -325,6 +325,80 @@ func PrefixMember(prefix []byte, key string) ([]byte, bool) {
 	return found, found != nil
 }
 
+// SuffixMember looks for key as the last member of a JSON object of which
+// only the end is at hand, such as the last kilobytes of a line too long to
+// keep: many encoders write a response's id after its result. It returns
+// the value only when it is a string or a number, written as the object's
+// last member at its top level: the text ends with key, its value and the
+// object's closing brace, with a comma or the object's opening brace
+// before key. (Inside a string, the quotes around key would be escaped; in
+// a nested object, more than one closing brace would follow.) A key
+// spelled with escapes is not recognised.
+func SuffixMember(suffix []byte, key string) ([]byte, bool) {
+	back := func(i int) int { // the offset before the whitespace that ends suffix[:i]
+		for i > 0 && (suffix[i-1] == ' ' || suffix[i-1] == '\t' || suffix[i-1] == '\n' || suffix[i-1] == '\r') {
+			i--
+		}
+		return i
+	}
+	// openQuote is the offset of the quote that opens the string whose
+	// closing quote is at end: the first quote before it not escaped.
+	openQuote := func(end int) int {
+		for j := end - 1; j >= 0; j-- {
+			if suffix[j] != '"' {
+				continue
+			}
+			n := 0
+			for k := j - 1; k >= 0 && suffix[k] == '\\'; k-- {
+				n++
+			}
+			if n%2 == 0 {
+				return j
+			}
+		}
+		return -1
+	}
+	i := back(len(suffix))
+	if i == 0 || suffix[i-1] != '}' {
+		return nil, false
+	}
+	end := back(i - 1)
+	if end == 0 {
+		return nil, false
+	}
+	start := end - 1
+	if suffix[start] == '"' {
+		if start = openQuote(start); start < 0 {
+			return nil, false
+		}
+	} else {
+		for start > 0 && strings.IndexByte("0123456789+-.eE", suffix[start-1]) >= 0 {
+			start--
+		}
+	}
+	value := suffix[start:end]
+	s := scanner{b: value}
+	if e, err := s.value(0, 0); err != nil || e != len(value) || (value[0] != '"' && value[0] != '-' && (value[0] < '0' || value[0] > '9')) {
+		return nil, false
+	}
+	i = back(start)
+	if i == 0 || suffix[i-1] != ':' {
+		return nil, false
+	}
+	i = back(i - 1)
+	if i == 0 || suffix[i-1] != '"' {
+		return nil, false
+	}
+	q := openQuote(i - 1)
+	if q < 0 || string(suffix[q+1:i-1]) != key {
+		return nil, false
+	}
+	if j := back(q); j == 0 || (suffix[j-1] != ',' && suffix[j-1] != '{') {
+		return nil, false
+	}
+	return value, true
+}
+
 // is reports whether the key at k reads as name.
 func (s *scanner) is(k keySpan, name string) bool {
 	if s.plain(k) {

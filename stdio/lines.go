@@ -25,11 +25,32 @@ type TooLongError struct {
 	Size    int64  // bytes in the line, without the newline; read so far, when Partial
 	Limit   int    // the limit it exceeded
 	Head    []byte // the line's first bytes
+	Tail    []byte // its last bytes (newline aside); none when Partial
 	Partial bool   // the line goes on; it is discarded as it comes, and reported again at its end
 }
 
-// Skipped reports the discarded line's size and first bytes.
-func (e *TooLongError) Skipped() (int64, []byte) { return e.Size, e.Head }
+// Skipped reports the discarded line's size, first and last bytes.
+func (e *TooLongError) Skipped() (int64, []byte, []byte) { return e.Size, e.Head, e.Tail }
+
+// keepTail adds chunk to the end of tail, keeping its last headBytes and
+// room for a CR LF (see endTail).
+func keepTail(tail, chunk []byte) []byte {
+	const keep = headBytes + 2
+	if len(chunk) >= keep {
+		return append(tail[:0], chunk[len(chunk)-keep:]...)
+	}
+	if drop := len(tail) + len(chunk) - keep; drop > 0 {
+		tail = append(tail[:0], tail[drop:]...)
+	}
+	return append(tail, chunk...)
+}
+
+// endTail is the tail of a line that ended: its last headBytes, its end of
+// line aside.
+func endTail(tail []byte) []byte {
+	tail = trimEOL(tail)
+	return tail[max(0, len(tail)-headBytes):]
+}
 
 // Ongoing reports whether the line goes on (see Partial).
 func (e *TooLongError) Ongoing() bool { return e.Partial }
@@ -90,10 +111,12 @@ func (r *lineReader) next() ([]byte, error) {
 		switch {
 		case over != nil:
 			over.Size += int64(len(chunk))
+			over.Tail = keepTail(over.Tail, chunk)
 		case size+len(chunk) > r.max+2: // +2: room for a CR LF ending
 			over = &TooLongError{Size: int64(size + len(chunk)), Limit: r.max}
 			for _, p := range append(parts, chunk) {
 				over.Head = append(over.Head, p[:min(len(p), headBytes-len(over.Head))]...)
+				over.Tail = keepTail(over.Tail, p)
 			}
 			parts, size = nil, 0
 			if full {
@@ -117,6 +140,7 @@ func (r *lineReader) next() ([]byte, error) {
 		// The line is complete, or the stream ended or failed.
 		if over != nil {
 			over.Size -= int64(len(chunk) - len(trimEOL(chunk)))
+			over.Tail = endTail(over.Tail)
 			return nil, over
 		}
 		var line []byte
@@ -134,7 +158,8 @@ func (r *lineReader) next() ([]byte, error) {
 			line = append(make([]byte, 0, len(t)+Spare), t...)
 		}
 		if len(line) > r.max {
-			return nil, &TooLongError{Size: int64(len(line)), Limit: r.max, Head: bytes.Clone(line[:min(len(line), headBytes)])}
+			return nil, &TooLongError{Size: int64(len(line)), Limit: r.max, Head: bytes.Clone(line[:min(len(line), headBytes)]),
+				Tail: bytes.Clone(line[max(0, len(line)-headBytes):])}
 		}
 		if len(line) > 0 {
 			// A last line without a newline still counts: the child may have

@@ -181,6 +181,9 @@ func TestTooLongLineIsSkipped(t *testing.T) {
 	if tl.Size != 3_000_000 || tl.Limit != 1<<20 || !bytes.HasPrefix(tl.Head, []byte(`{"id":7,"result":"xxx`)) || len(tl.Head) != headBytes {
 		t.Errorf("TooLongError = size %d limit %d head %.30q (%d bytes)", tl.Size, tl.Limit, tl.Head, len(tl.Head))
 	}
+	if want := strings.Repeat("x", headBytes-2) + `"}`; string(tl.Tail) != want {
+		t.Errorf("TooLongError tail = %d bytes ending %q; want the line's last %d bytes, without its newline", len(tl.Tail), tl.Tail[max(0, len(tl.Tail)-8):], headBytes)
+	}
 	expect("after")
 	// Exactly at the limit passes.
 	got, err := p.ReadMessage()
