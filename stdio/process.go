@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Config says what to run and how to bound it. Zero values mean the
@@ -26,6 +28,7 @@ type Config struct {
 
 	MaxMessageBytes int           // 0: 64 MiB; longer stdout lines are discarded
 	StderrLineBytes int           // 0: 16 KiB; longer stderr lines are logged in pieces
+	StderrRate      int           // 0: 200; stderr lines logged a second, in bursts of up to 10 times as many; negative: all
 	StdinGrace      time.Duration // 0: 5s; how long Close waits after closing stdin before SIGTERM
 	TermGrace       time.Duration // 0: 5s; how long Close waits after SIGTERM before SIGKILL
 	WriteStall      time.Duration // 0: 30s; a write that makes no progress this long fails
@@ -40,6 +43,9 @@ func (c *Config) defaults() {
 	}
 	if c.StderrLineBytes <= 0 {
 		c.StderrLineBytes = 16 << 10
+	}
+	if c.StderrRate == 0 {
+		c.StderrRate = 200
 	}
 	if c.StdinGrace <= 0 {
 		c.StdinGrace = 5 * time.Second
@@ -269,25 +275,72 @@ func closeAll(files ...*os.File) {
 
 // logStderr drains stderr for the life of the child: an unread stderr pipe
 // fills up and blocks the child. The spec says stderr is not an error signal,
-// so lines are logged at Info.
+// so lines are logged at Info, at most StderrRate a second (in bursts of
+// up to ten times as many): a child that floods its stderr must not flood
+// the log, its disk and its pipeline. Lines past the rate are drained and
+// counted, and a warning says how many a second after the first of them
+// (then each second while they go on), and when stderr ends.
 func (p *Process) logStderr() {
 	defer close(p.stderrDone)
 	defer p.stderr.Close()
 	br := bufio.NewReaderSize(p.stderr, p.cfg.StderrLineBytes)
 	log := p.log.With("stream", "stderr")
+	var limit *rate.Limiter // nil: every line is logged
+	if p.cfg.StderrRate > 0 {
+		limit = rate.NewLimiter(rate.Limit(p.cfg.StderrRate), 10*p.cfg.StderrRate)
+	}
+	d := &droppedLines{log: log, rate: p.cfg.StderrRate}
+	defer d.tell()
 	for {
 		line, err := br.ReadSlice('\n')
 		cut := errors.Is(err, bufio.ErrBufferFull)
-		if text := trimEOL(line); len(text) > 0 {
-			if cut {
-				// The rest of the line follows as the next entry.
-				log.Info("child stderr", "line", string(text), "truncated", true)
-			} else {
-				log.Info("child stderr", "line", string(text))
-			}
+		switch text := trimEOL(line); {
+		case len(text) == 0:
+		case limit != nil && !limit.Allow():
+			d.add()
+		case cut:
+			// The rest of the line follows as the next entry.
+			log.Info("child stderr", "line", string(text), "truncated", true)
+		default:
+			log.Info("child stderr", "line", string(text))
 		}
 		if err != nil && !cut {
 			return
 		}
 	}
+}
+
+// droppedLines counts the stderr lines not logged, and tells the count a
+// second after the first since it last told it.
+type droppedLines struct {
+	log  *slog.Logger
+	rate int
+
+	mu    sync.Mutex
+	n     int64
+	since time.Time
+	timer *time.Timer
+}
+
+func (d *droppedLines) add() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == 0 {
+		d.since = time.Now()
+		d.timer = time.AfterFunc(time.Second, d.tell)
+	}
+	d.n++
+}
+
+// tell logs the count, if any, and starts it again.
+func (d *droppedLines) tell() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == 0 {
+		return
+	}
+	d.timer.Stop() // at the end of stderr, before its time
+	d.log.Warn("child stderr lines were not logged: the child wrote more than GATEWAY_STDERR_RATE allows",
+		"dropped", d.n, "over", time.Since(d.since).Round(time.Millisecond), "rate", d.rate)
+	d.n = 0
 }

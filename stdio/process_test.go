@@ -253,6 +253,46 @@ func TestStderrIsLoggedByLine(t *testing.T) {
 	}
 }
 
+// A child that floods its stderr does not flood the log: lines past the
+// rate are drained and counted, and the count is logged; none is lost
+// from the count.
+func TestStderrIsLoggedAtItsRate(t *testing.T) {
+	t.Parallel()
+	rec := &logs{}
+	var args []string
+	for i := range 300 {
+		args = append(args, "line"+strconv.Itoa(i))
+	}
+	cfg := child(t, "stderr", args...)
+	cfg.StderrRate = 2 // in bursts of 20
+	cfg.Logger = slog.New(rec)
+	p := start(t, cfg)
+	if _, err := p.ReadMessage(); err != io.EOF {
+		t.Fatalf("ReadMessage = %v, want io.EOF", err)
+	}
+	p.Close()
+	logged, dropped := 0, 0
+	for _, e := range rec.all() {
+		switch {
+		case strings.HasPrefix(e, "child stderr lines were not logged"):
+			_, n, _ := strings.Cut(e, "dropped=")
+			n, _, _ = strings.Cut(n, " ")
+			d, err := strconv.Atoi(n)
+			if err != nil {
+				t.Fatalf("%s: %v", e, err)
+			}
+			dropped += d
+		case strings.HasPrefix(e, "child stderr "):
+			logged++
+		}
+	}
+	// The burst, and what the rate adds while the lines are written.
+	if logged < 20 || logged >= 300 || logged+dropped != 300 {
+		t.Errorf("%d lines logged and %d counted as dropped; want the burst of 20 or a few more logged, and all 300 accounted for:\n%s",
+			logged, dropped, strings.Join(rec.all(), "\n"))
+	}
+}
+
 // Close walks the ladder only as far as the child makes it.
 func TestCloseLadder(t *testing.T) {
 	t.Parallel()

@@ -45,6 +45,7 @@ type Config struct {
 	MaxMessageBytes   int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB; at least 4096); longer ones are discarded and their call fails"`
 	MaxBodyBytes      int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB); larger ones get 413"`
 	StderrLineBytes   int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry; longer lines are split"`
+	StderrRate        int           `split_words:"true" default:"200" desc:"child stderr lines logged a second, per child, in bursts of up to ten times as many; more are drained and counted, and a warning says how many; 0: every line"`
 	ChildWriteTimeout time.Duration `split_words:"true" default:"30s" desc:"a write to the child's stdin that makes no progress this long fails"`
 	ClientTimeout     time.Duration `split_words:"true" default:"30s" desc:"a request body must arrive within this, and a client that takes no answer bytes this long (up to an eighth more) is cut off (its call is cancelled)"`
 	SSEKeepAlive      time.Duration `split_words:"true" default:"15s" desc:"an SSE comment is sent on a quiet stream this often"`
@@ -161,6 +162,9 @@ func (c *Config) validate() error {
 		if n <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))
 		}
+	}
+	if c.StderrRate < 0 {
+		errs = append(errs, fmt.Errorf("GATEWAY_STDERR_RATE must be 0 (every line) or more, not %d", c.StderrRate))
 	}
 	if c.MaxMessageBytes > 0 && c.MaxMessageBytes < minMessageBytes {
 		errs = append(errs, fmt.Errorf("GATEWAY_MAX_MESSAGE_BYTES must be at least %d (the child's answer to the handshake must fit), not %d", minMessageBytes, c.MaxMessageBytes))

@@ -136,18 +136,30 @@ func TestFaultGarbage(t *testing.T) {
 }
 
 // A child that writes 8 MiB to stderr in the middle of a call never blocks:
-// the call is answered and every line is logged.
+// the call is answered, and every line is logged or, past the rate, counted
+// in a warning that follows.
 func TestFaultStderrFlood(t *testing.T) {
 	t.Parallel()
-	g := startFaulty(t, []string{"GATEWAY_LOG_LEVEL=info"}, "-fault", "stderr-flood")
-	echoWorks(t, g, "tools/call")
-	n := 0
-	g.Logs.Wait(t, func(r logRecord) bool {
-		if line, _ := r["line"].(string); r["stream"] == "stderr" && strings.HasPrefix(line, "xxxx") {
-			n++
-		}
-		return n == 8<<10
-	})
+	for _, rate := range []string{"0", "200"} {
+		t.Run("GATEWAY_STDERR_RATE="+rate, func(t *testing.T) {
+			t.Parallel()
+			g := startFaulty(t, []string{"GATEWAY_LOG_LEVEL=info", "GATEWAY_STDERR_RATE=" + rate}, "-fault", "stderr-flood")
+			echoWorks(t, g, "tools/call")
+			logged, dropped := 0, 0
+			g.Logs.Wait(t, func(r logRecord) bool {
+				if line, _ := r["line"].(string); r["stream"] == "stderr" && strings.HasPrefix(line, "xxxx") {
+					logged++
+				}
+				if n, ok := r["dropped"].(float64); ok && r["level"] == "WARN" {
+					dropped += int(n)
+				}
+				return logged+dropped == 8<<10
+			})
+			if rate == "0" && dropped != 0 || rate == "200" && (logged < 2000 || dropped == 0) {
+				t.Errorf("%d lines logged and %d dropped; want all logged with no rate, and with one the burst of 2000 and what the rate adds logged, the rest dropped", logged, dropped)
+			}
+		})
+	}
 }
 
 // A legacy child that exits when probed with server/discover: with era
@@ -227,9 +239,13 @@ func TestFaultLineOverTheLimit(t *testing.T) {
 		t.Errorf("status %d, answer %+v; want 502 and a too-large error naming the limit", httpResp.StatusCode, resp)
 	}
 	echoWorks(t, g, "tools/call")
-	g.Logs.Wait(t, func(r logRecord) bool { // logged with its size and head
+	g.Logs.Wait(t, func(r logRecord) bool { // logged with its head as it passed the limit
 		h, _ := r["head"].(string)
-		return r["level"] == "WARN" && r["size"] != nil && strings.HasPrefix(h, `{"jsonrpc":"2.0"`)
+		return r["level"] == "WARN" && strings.HasPrefix(h, `{"jsonrpc":"2.0"`)
+	})
+	g.Logs.Wait(t, func(r logRecord) bool { // and with its size at its end
+		n, _ := r["size"].(float64)
+		return r["msg"] == "the child's message over the size limit ended; all of it was skipped" && n > 3000000
 	})
 }
 

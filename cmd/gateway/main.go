@@ -356,6 +356,7 @@ func newBridge(cfg Config, k keys, ch child, log *slog.Logger, obs bridge.Observ
 			Dir:             ch.dir,
 			MaxMessageBytes: cfg.MaxMessageBytes,
 			StderrLineBytes: cfg.StderrLineBytes,
+			StderrRate:      stderrRate(cfg.StderrRate),
 			StdinGrace:      cfg.StdinGrace,
 			TermGrace:       cfg.TermGrace,
 			WriteStall:      cfg.ChildWriteTimeout,
@@ -457,4 +458,13 @@ func keepHeapFloor(cfg Config, log *slog.Logger) func() {
 		return func() {}
 	}
 	return heapfloor.Start(heapfloor.Options{Floor: uint64(cfg.HeapFloorBytes), Logger: log})
+}
+
+// stderrRate is GATEWAY_STDERR_RATE as stdio takes it: there 0 is the
+// default and a negative rate logs every line.
+func stderrRate(perSecond int) int {
+	if perSecond == 0 {
+		return -1
+	}
+	return perSecond
 }
