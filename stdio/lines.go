@@ -79,6 +79,7 @@ type lineReader struct {
 	asked atomic.Int32  // collections asked for since the one running began; 0: none runs (see collect)
 	gc    func()        // runtime.GC; a test's own to see when collections are made
 	over  *TooLongError // a line reported Partial, being discarded to its end
+	begun bool          // a line was returned: a byte order mark is looked for only before the first
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
@@ -161,9 +162,16 @@ func (r *lineReader) next() ([]byte, error) {
 			return nil, &TooLongError{Size: int64(len(line)), Limit: r.max, Head: bytes.Clone(line[:min(len(line), headBytes)]),
 				Tail: bytes.Clone(line[max(0, len(line)-headBytes):])}
 		}
+		if !r.begun {
+			// A byte order mark may open a text stream (some runtimes
+			// write one); JSON readers may ignore it (RFC 8259 §8.1), and
+			// it is no part of the first message.
+			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
+		}
 		if len(line) > 0 {
 			// A last line without a newline still counts: the child may have
 			// exited right after writing it. The error comes on the next call.
+			r.begun = true
 			return line, nil
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package stdio
 import (
 	"bytes"
 	"io"
+	"slices"
 	"testing"
 	"time"
 )
@@ -83,6 +84,29 @@ func TestLinesHaveRoomToGrow(t *testing.T) {
 		}
 		if room := cap(line) - len(line); room < Spare {
 			t.Errorf("a line of %d bytes has room for %d more, want at least %d", len(line), room, Spare)
+		}
+	}
+}
+
+// A byte order mark before the first line is no part of it; later, one is
+// the line's own bytes (and an empty line with only a mark is skipped).
+func TestByteOrderMarkOpensTheStream(t *testing.T) {
+	for in, want := range map[string][]string{
+		"\xEF\xBB\xBF{\"a\":1}\n{\"b\":2}\n":        {`{"a":1}`, `{"b":2}`},
+		"\xEF\xBB\xBF\n{\"a\":1}\n\xEF\xBB\xBF{}\n": {`{"a":1}`, "\xEF\xBB\xBF{}"},
+		"{\"a\":1}\n\xEF\xBB\xBF{\"b\":2}\n":        {`{"a":1}`, "\xEF\xBB\xBF{\"b\":2}"},
+	} {
+		r := newLineReader(bytes.NewReader([]byte(in)), 1<<20)
+		var got []string
+		for {
+			line, err := r.next()
+			if err != nil {
+				break
+			}
+			got = append(got, string(line))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: lines %q, want %q", in, got, want)
 		}
 	}
 }
