@@ -91,6 +91,42 @@ func TestLegacyChildAsksALegacyClient(t *testing.T) {
 	}
 }
 
+// A question the child cancels is withdrawn: its legacy client is told so
+// under the id it was sent, and an answer that comes anyway is dropped.
+func TestLegacyChildWithdrawsAQuestion(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"child-q","method":"sampling/createMessage","params":{"maxTokens":5}}`)
+	q := nextNote(t, c)
+	child.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"child-q","reason":"no longer needed"}}`)
+	n := nextNote(t, c)
+	if n.Method != "notifications/cancelled" || string(n.Params) != `{"requestId":`+string(q.ID)+`,"reason":"no longer needed"}` {
+		t.Fatalf("client got %s, want the cancellation of %s", n.Raw, q.ID)
+	}
+	answer, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + string(q.ID) + `,"result":{"role":"assistant","content":{"type":"text","text":"hi"}}}`))
+	w.b.Respond(context.Background(), answer)
+	// What the child hears next is the next call, not the withdrawn answer.
+	c2, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`), legacyStreamer)
+	if m := child.next(); m.Method != "tools/list" {
+		t.Errorf("child got %s, want the next call (the answer to a withdrawn question is dropped)", m.Raw)
+	} else {
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, m.ID)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
+	if _, err := c.wait(); err != nil {
+		t.Error(err)
+	}
+	if _, err := c2.wait(); err != nil {
+		t.Error(err)
+	}
+}
+
 // Questions the gateway cannot route are refused at once.
 func TestUnroutableQuestionsAreRefused(t *testing.T) {
 	t.Parallel()

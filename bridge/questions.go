@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -294,6 +295,42 @@ func (q *questions) respond(ctx context.Context, m *jsonrpc.Message) bool {
 	}
 	idSpan, _ := m.IDSpan()
 	a.ex.ch.toChild(ctx, jsonrpc.Splice(m.Raw, jsonrpc.Edit{Span: idSpan, New: a.childID}), a.method)
+	return true
+}
+
+// withdraw takes back a question a legacy child cancelled (its
+// notifications/cancelled names its own request): a legacy client that was
+// sent it is told so on its call's stream, under the id it was sent with,
+// and its answer, should one come, is dropped; a modern client's retry
+// need not answer it. It reports whether the child had such a question
+// open.
+func (q *questions) withdraw(ch *child, childID, reason []byte) bool {
+	q.mu.Lock()
+	var found *ask
+	for ex, st := range q.open {
+		if ex.ch != ch {
+			continue
+		}
+		if i := slices.IndexFunc(st.asks, func(a *ask) bool { return bytes.Equal(a.childID, childID) }); i >= 0 {
+			found = st.asks[i]
+			st.asks = slices.Delete(st.asks, i, i+1)
+			break
+		}
+	}
+	if found == nil {
+		q.mu.Unlock()
+		return false
+	}
+	_, relayed := q.byID[found.id]
+	delete(q.byID, found.id)
+	q.mu.Unlock()
+	if c := found.ex.owner(); relayed && c != nil {
+		params := `{"requestId":` + found.id
+		if len(reason) > 0 && reason[0] == '"' {
+			params += `,"reason":` + string(reason)
+		}
+		c.box.note(jsonrpc.NewNotification(mcp.NoteCancelled, []byte(params+"}")), noteAsk)
+	}
 	return true
 }
 

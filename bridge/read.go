@@ -196,9 +196,13 @@ func (ch *child) notification(m *jsonrpc.Message) {
 	case mcp.NoteMessage:
 		ch.routeLog(m)
 	case mcp.NoteCancelled:
-		// A modern child ends a listen this way; a legacy child gives up on a
-		// question of its own, which needs nothing.
-		if id, err := strconv.ParseInt(string(jsonrpc.Get(m.Params, mcp.ParamRequestID)), 10, 64); err == nil {
+		// A legacy child gives up on a question of its own this way; a
+		// modern child ends a listen.
+		requestID := jsonrpc.Get(m.Params, mcp.ParamRequestID)
+		if ch.b.q.withdraw(ch, requestID, jsonrpc.Get(m.Params, "reason")) {
+			return
+		}
+		if id, err := strconv.ParseInt(string(requestID), 10, 64); err == nil {
 			ch.endListen(id)
 		}
 	case mcp.NoteToolsChanged, mcp.NotePromptsChanged, mcp.NoteResourcesChanged, mcp.NoteResourceUpdated:
