@@ -71,6 +71,8 @@ type problem struct {
 	Result        json.RawMessage `json:"result,omitempty"`
 	InputRequests json.RawMessage `json:"inputRequests,omitempty"`
 	Error         json.RawMessage `json:"error,omitempty"`
+
+	errorMadeHere bool // Error is the gateway's own, not the child's
 }
 
 // argumentError is one way the arguments fail the tool's schema: where in
@@ -108,7 +110,7 @@ func (p *problem) body() []byte {
 // answer are results the child gave, as they are on /mcp.
 func writeProblem(w http.ResponseWriter, p *problem) {
 	switch {
-	case p.Error != nil: // the child's JSON-RPC error
+	case p.Error != nil && !p.errorMadeHere: // the child's JSON-RPC error
 		childError(w, p.Code)
 	case p.Code == 0 && (p.Type == problemPrefix+kindToolError || p.Type == problemPrefix+kindInputRequired):
 	default:
@@ -162,6 +164,13 @@ func problemFor(status int, e *jsonrpc.Error) *problem {
 	p := newProblem(kind, status, e.Message)
 	p.Code = e.Code
 	p.Reason, _ = mcp.String(jsonrpc.Get(e.Data, "reason"))
+	if e.Code == mcp.CodeMissingCapability {
+		// As a child's refusal comes: its error object, with the
+		// capabilities it needs in its data.
+		if b, err := json.Marshal(e); err == nil {
+			p.Error, p.errorMadeHere = b, true
+		}
+	}
 	return needsInput(p)
 }
 

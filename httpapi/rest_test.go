@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -205,6 +206,17 @@ func TestRESTToolCallAnswers(t *testing.T) {
 		{name: "shutting down", err: jsonrpc.GatewayError(jsonrpc.CodeShutdown, "shutdown", "bye"), status: 503, kind: kindUnavailable},
 		{name: "answer too large", err: jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large", "big"), status: 502, kind: kindAnswerTooLarge},
 		{name: "answer not JSON-RPC", err: jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer", "both"), status: 502, kind: kindBadAnswer},
+		// The gateway refuses a 2025 child's question for the REST call:
+		// its error comes as a child's refusal would, in error.
+		{name: "a question the call cannot answer", err: mcp.MissingCapabilities([]string{"elicitation"}), status: 422, kind: kindInputRequired, check: func(t *testing.T, p problemDoc) {
+			var e struct {
+				Code int
+				Data struct{ RequiredCapabilities map[string]any }
+			}
+			if json.Unmarshal(p.Error, &e) != nil || p.Code != mcp.CodeMissingCapability || e.Code != mcp.CodeMissingCapability || e.Data.RequiredCapabilities["elicitation"] == nil {
+				t.Errorf("code %d, error %s; want -32021 and the error naming elicitation", p.Code, p.Error)
+			}
+		}},
 	}
 	f, srv := restServer(t, Options{}, allTools...)
 	for _, stream := range []bool{false, true} {
