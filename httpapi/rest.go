@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -106,9 +107,13 @@ func (h *handlers) restCaller(r *http.Request) bridge.Caller {
 // path when the request has one, so that /v1/tools/a%2Fb names "a/b".
 func pathParam(r *http.Request, key string) (string, bool) {
 	v := chi.URLParam(r, key)
-	if r.URL.RawPath == "" {
-		return v, true
+	if r.URL.RawPath != "" {
+		var err error
+		if v, err = url.PathUnescape(v); err != nil {
+			return "", false
+		}
 	}
-	u, err := url.PathUnescape(v)
-	return u, err == nil
+	// JSON would carry a name that is not UTF-8 as U+FFFD: another name
+	// than the one sent, and the same as another's.
+	return v, utf8.ValidString(v)
 }

@@ -138,6 +138,12 @@ func TestRESTToolCallRefused(t *testing.T) {
 		{"GET, arguments twice", "GET", "/v1/tools/look?arguments=%7B%7D&arguments=%7B%7D", "", "", 400, kindBadRequest},
 		{"GET, unknown query parameter", "GET", "/v1/tools/look?q=x", "", "", 400, kindBadRequest},
 		{"PUT", "PUT", "/v1/tools/add", "application/json", `{}`, 405, ""},
+		// JSON would carry these as U+FFFD: another name than the one sent.
+		{"a tool name that is not UTF-8", "POST", "/v1/tools/%FF", "", "", 400, kindBadRequest},
+		{"a query value that is not UTF-8", "POST", "/v1/tools/add?timeout=%FF", "", "", 400, kindBadRequest},
+		{"a resource URI that is not UTF-8", "GET", "/v1/resources/read?uri=%FF", "", "", 400, kindBadRequest},
+		{"a prompt name that is not UTF-8", "GET", "/v1/prompts/%FF", "", "", 400, kindBadRequest},
+		{"a prompt argument that is not UTF-8", "GET", "/v1/prompts/greet?name=%FF", "", "", 400, kindBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ct, more, twice := strings.Cut(tc.contentType, "|")

@@ -34,7 +34,7 @@ var errCallTimeout = jsonrpc.GatewayError(jsonrpc.CodeTimeout, "timeout", "the c
 func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 	name, ok := pathParam(r, "name")
 	if !ok {
-		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, "the tool name in the path is not validly escaped"))
+		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, "the tool name in the path is not validly escaped, or not UTF-8 once unescaped"))
 		return
 	}
 	get := r.Method == http.MethodGet

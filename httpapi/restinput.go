@@ -34,6 +34,12 @@ func onlyQuery(w http.ResponseWriter, r *http.Request, allowed ...string) (url.V
 			writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, fmt.Sprintf("query parameter %q given %d times", clip(k), len(vs))))
 			return nil, false
 		}
+		if !utf8.ValidString(k) || !utf8.ValidString(vs[0]) {
+			// JSON would carry it as U+FFFD: another name, URI or
+			// argument than the one sent, and the same as another's.
+			writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, fmt.Sprintf("query parameter %q is not valid UTF-8 once unescaped", clip(k))))
+			return nil, false
+		}
 	}
 	return q, true
 }

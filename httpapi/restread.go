@@ -161,7 +161,7 @@ func (h *handlers) restRead(w http.ResponseWriter, r *http.Request) {
 func (h *handlers) restPrompt(w http.ResponseWriter, r *http.Request) {
 	name, ok := pathParam(r, "name")
 	if !ok {
-		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, "the prompt name in the path is not validly escaped"))
+		writeProblem(w, newProblem(kindBadRequest, http.StatusBadRequest, "the prompt name in the path is not validly escaped, or not UTF-8 once unescaped"))
 		return
 	}
 	var args []byte
