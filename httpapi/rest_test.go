@@ -318,12 +318,20 @@ func TestRESTProgressStream(t *testing.T) {
 			c.note(note(`"message":"no progress"`))
 			c.note(note(`"progress":2.5`))
 			c.note(note(`"total":4, "progress" : 3`))
+			// Members not of the event's types are left out; without a
+			// number for progress there is no event.
+			c.note(note(`"progress":"abc"`))
+			c.note(note(`"progress":null,"total":5`))
+			c.note(note(`"progress":4,"total":null,"message":5`))
+			c.note(note(`"progress":-1e2,"total":"x","message":"m"`))
 			c.finish(rpcResult(result), nil)
 			got := sseEvents(t, await(t, answer))
 			want := []sseEvent{
 				{"progress", `{"progress":1,"total":10,"message":"st\u00e9p <1>"}`},
 				{"progress", `{"progress":2.5}`},
 				{"progress", `{"progress":3,"total":4}`},
+				{"progress", `{"progress":4}`},
+				{"progress", `{"progress":-1e2,"message":"m"}`},
 				{"result", result},
 			}
 			if len(got) != len(want) {

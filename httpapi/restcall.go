@@ -237,23 +237,31 @@ func progressData(note []byte) ([]byte, bool) {
 	if err != nil || m.Method != mcp.NoteProgress {
 		return nil, false
 	}
+	// The event is the REST API's own (ProgressEvent in openapi.yaml):
+	// what the child sent that is not of its member's type is left out,
+	// and a notification without a number for progress is no event.
 	progress := jsonrpc.Get(m.Params, "progress")
-	if len(progress) == 0 {
+	if !isNumber(progress) {
 		return nil, false
 	}
 	var b bytes.Buffer
 	b.WriteString(`{"progress":`)
 	b.Write(progress)
-	if total := jsonrpc.Get(m.Params, "total"); len(total) > 0 {
+	if total := jsonrpc.Get(m.Params, "total"); isNumber(total) {
 		b.WriteString(`,"total":`)
 		b.Write(total)
 	}
-	if msg := jsonrpc.Get(m.Params, "message"); len(msg) > 0 {
+	if msg := jsonrpc.Get(m.Params, "message"); len(msg) > 0 && msg[0] == '"' {
 		b.WriteString(`,"message":`)
 		b.Write(msg)
 	}
 	b.WriteByte('}')
 	return b.Bytes(), true
+}
+
+// isNumber reports whether v, a JSON value, is a number.
+func isNumber(v []byte) bool {
+	return len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9')
 }
 
 // restProblem is the problem a call that ended with err answers with; nil
