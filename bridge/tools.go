@@ -144,12 +144,15 @@ func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.Pa
 			return nil, nil, &ListError{Method: mcp.MethodToolsList, Raw: resp.Error}
 		}
 		tools := jsonrpc.Get(resp.Result, "tools")
-		if len(tools) == 0 || tools[0] != '[' {
-			break // no tools (or none readable) on this page
+		if len(tools) == 0 || string(tools) == "null" {
+			break // no tools on this page
 		}
 		spans, err := jsonrpc.Elements(tools)
 		if err != nil {
-			return nil, nil, fmt.Errorf("tools/list: %w", err)
+			// Not a list: reading it as none would tell clients the
+			// child has no tools, which it did not say.
+			return nil, nil, jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer",
+				fmt.Sprintf("the child's tools/list result has tools that is not an array: %v", err))
 		}
 		for _, sp := range spans {
 			// A copy: the page it came in (which may carry much else) is

@@ -110,6 +110,35 @@ func TestToolListPagesEnd(t *testing.T) {
 	}
 }
 
+// A tools/list result whose tools is not an array is a bad answer, not a
+// child without tools; with tools absent or null, the child has none.
+func TestToolListThatIsNotAList(t *testing.T) {
+	t.Parallel()
+	for result, bad := range map[string]bool{
+		`{"tools":"notalist"}`: true,
+		`{"tools":{"a":1}}`:    true,
+		`{"tools":null}`:       false,
+		`{}`:                   false,
+	} {
+		w, child, _ := loggedWorld(t)
+		answer := make(chan error, 1)
+		go func() {
+			l, err := w.b.Tools(context.Background())
+			if err == nil && len(l.Tools) != 0 {
+				err = fmt.Errorf("%d tools", len(l.Tools))
+			}
+			answer <- err
+		}()
+		m := child.expect("tools/list")
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
+		err := <-answer
+		var e *jsonrpc.Error
+		if got := errors.As(err, &e) && e.Code == jsonrpc.CodeBadAnswer; got != bad || (!bad && err != nil) {
+			t.Errorf("%s: %v; want a bad answer: %v", result, err, bad)
+		}
+	}
+}
+
 // loggedWorld is a legacy bridge with one child, whose log the test reads.
 func loggedWorld(t *testing.T) (*world, *fakeChild, *gatewaytest.LockedBuffer) {
 	var log gatewaytest.LockedBuffer

@@ -202,6 +202,7 @@ func TestRESTToolCallAnswers(t *testing.T) {
 			}
 		}},
 		{name: "internal error", resp: rpcError(`{"code":-32603,"message":"oops"}`), status: 502, kind: kindChildError},
+		{name: "a result that is not an object", resp: rpcResult(`[1,2]`), status: 502, kind: kindBadAnswer},
 		{name: "gateway timeout", err: jsonrpc.GatewayError(jsonrpc.CodeTimeout, "timeout", "too slow"), status: 504, kind: kindTimeout},
 		{name: "child went away", err: jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable", "crashed"), status: 503, kind: kindUnavailable, check: func(t *testing.T, p problemDoc) {
 			if p.Code != jsonrpc.CodeUnavailable || p.Reason != "child_unavailable" {

@@ -104,10 +104,14 @@ func (h *handlers) collect(w http.ResponseWriter, r *http.Request, method, membe
 			}
 		}
 		list := jsonrpc.Get(result, member)
-		if len(list) > 0 && list[0] == '[' {
+		if len(list) > 0 && string(list) != "null" {
+			// The child's answer is not a list: saying it has nothing
+			// would be saying what it did not.
 			spans, err := jsonrpc.Elements(list)
 			if err != nil {
-				return nil, newProblem(kindInternal, http.StatusInternalServerError, "the server's list cannot be read: "+err.Error())
+				p := newProblem(kindBadAnswer, http.StatusBadGateway, fmt.Sprintf("the server's %s result has %s that is not an array: %v", method, member, err))
+				p.Code = jsonrpc.CodeBadAnswer
+				return nil, p
 			}
 			for _, sp := range spans {
 				items = append(items, list[sp.Start:sp.End])
@@ -284,6 +288,12 @@ func answerOf(resp []byte) ([]byte, *problem) {
 	}
 	if msg.Error != nil {
 		return nil, childProblem(msg.Error)
+	}
+	if len(msg.Result) == 0 || msg.Result[0] != '{' {
+		// Every MCP result is an object; the REST API answers with it.
+		p := newProblem(kindBadAnswer, http.StatusBadGateway, "the server's result is not a JSON object: "+clip(string(msg.Result)))
+		p.Code = jsonrpc.CodeBadAnswer
+		return nil, p
 	}
 	return msg.Result, nil
 }

@@ -62,6 +62,16 @@ func TestRESTResources(t *testing.T) {
 			nothingReached(t, f)
 		})
 	}
+	// A list that is not one is the child's bad answer, not an empty list.
+	for _, answer := range []string{`{"prompts":"notalist"}`, `{"prompts":{"name":"greet"}}`} {
+		t.Run(answer, func(t *testing.T) {
+			a := restStart(restReq("GET", srv+"/v1/prompts", "", ""))
+			f.next(t).finish(rpcResult(answer), nil)
+			if p := wantProblem(t, await(t, a), 502, kindBadAnswer); p.Code != jsonrpc.CodeBadAnswer {
+				t.Errorf("code %d, want -32010", p.Code)
+			}
+		})
+	}
 	// A resource the child does not know.
 	for _, tc := range []struct {
 		name, errObj string
