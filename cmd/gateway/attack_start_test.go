@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -175,6 +176,10 @@ func TestAttackStartUp(t *testing.T) {
 			if code != 1 || !strings.Contains(stderr, tc.says) {
 				t.Errorf("exit %d, stderr %q; want 1 and a message naming %s", code, stderr, tc.says)
 			}
+			// A gateway that will not serve never runs the child.
+			if strings.Contains(stderr, "child started") {
+				t.Errorf("the child was started before the gateway refused to: %s", stderr)
+			}
 		})
 	}
 	for _, tc := range []struct {
@@ -198,4 +203,17 @@ func TestAttackStartUp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// SIGHUP with no authentication to reload is said in the log, and ends
+// nothing: its default would end the process, calls and child with it.
+func TestSIGHUPWithoutAuthentication(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil)
+	g.WaitReady()
+	if err := g.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	g.Logs.Wait(t, msgIs("SIGHUP: nothing to re-read (no authentication is configured); the gateway goes on"))
+	echoWorks(t, g, "tools/call")
 }

@@ -136,10 +136,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return configError(err)
 	}
+	// SIGHUP reloads the tokens once the gateway serves (watchAuth), and
+	// with no authentication changes nothing; until then, and after, it
+	// must not end the process, as its default would.
+	signal.Ignore(syscall.SIGHUP)
 	if g.auth != nil {
-		// SIGHUP reloads the tokens once the gateway serves (watchAuth);
-		// until then, and after, one must not end the process.
-		signal.Ignore(syscall.SIGHUP)
 		log.Info("authentication on", "static_tokens", g.auth.Tokens(), "tokens_file", cfg.AuthTokensFile,
 			"policy_file", cfg.AuthPolicyFile, "oauth_issuer", cfg.OauthIssuer, "oauth_resource", cfg.OauthResource)
 	}
@@ -180,24 +181,20 @@ func childCommand(cfg Config, childArgs []string, log *slog.Logger) ([]string, e
 }
 
 func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog.Logger) error {
-	m := metrics.New(cfg.Workers)
-	b := newBridge(cfg, k, ch, log, m)
-	m.Watch(b)
+	// The addresses first: a gateway that will not serve (an address
+	// taken, or exposed without authentication when that is refused)
+	// never starts the child.
 	tcpLn, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		b.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
 	// Streams that left the server (package detach) give their
 	// connections back through the listener.
 	ln := detach.NewListener(tcpLn)
-	streams := detach.New(ln.Reuse, cfg.IdleTimeout)
-	m.StreamsDetached(func() float64 { return float64(streams.Live()) })
 	var adminLn net.Listener
 	if cfg.AdminAddr != "" {
 		if adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 			ln.Close()
-			b.Close(context.Background())
 			return fmt.Errorf("listen on the admin address: %w", err)
 		}
 	}
@@ -208,11 +205,17 @@ func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog
 		if adminLn != nil {
 			adminLn.Close()
 		}
-		b.Close(context.Background())
 		return err
 	}
+	m := metrics.New(cfg.Workers)
+	b := newBridge(cfg, k, ch, log, m)
+	m.Watch(b)
+	streams := detach.New(ln.Reuse, cfg.IdleTimeout)
+	m.StreamsDetached(func() float64 { return float64(streams.Live()) })
 	if g.auth != nil {
 		defer watchAuth(ctx, g.auth, log)()
+	} else {
+		defer saySIGHUPChangesNothing(ctx, log)()
 	}
 	defer adaptThreads(cfg, log)()
 	defer keepHeapFloor(cfg, log)()

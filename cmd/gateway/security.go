@@ -126,6 +126,32 @@ func watchAuth(ctx context.Context, a *auth.Authenticator, log *slog.Logger) (st
 	}
 }
 
+// saySIGHUPChangesNothing answers SIGHUP, with no authentication to
+// reload, with a line in the log, until ctx ends: a signal an operator
+// sends to reload should not pass unremarked, nor end the process.
+func saySIGHUPChangesNothing(ctx context.Context, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: nothing to re-read (no authentication is configured); the gateway goes on")
+			}
+		}
+	}()
+	return func() {
+		signal.Ignore(syscall.SIGHUP) // as watchAuth leaves it
+		cancel()
+		<-done
+	}
+}
+
 // newLimiter builds the per-client limits; nil when there are none.
 func newLimiter(cfg Config) *clientlimit.Limiter {
 	if cfg.RateLimit == 0 && cfg.MaxStreamsPerClient == 0 {
