@@ -123,6 +123,9 @@ func parseEntry(entry string) (string, [sha256.Size]byte, error) {
 	if named && !validName(name) {
 		return "", d, errors.New("the part before ':' is not a token name (letters, digits, '.', '_', '-')")
 	}
+	if named && labelTaken(name) {
+		return "", d, fmt.Errorf("the token name %q is reserved: the metrics name other callers so (jwt: every OAuth caller; anonymous: any caller without authentication)", name)
+	}
 	if len(token) >= len(digestPrefix) && strings.EqualFold(token[:len(digestPrefix)], digestPrefix) {
 		h := token[len(digestPrefix):]
 		bad := fmt.Errorf("after %q come the %d hex digits of the token's SHA-256 (gateway token -hash prints them)", digestPrefix, hex.EncodedLen(sha256.Size))
@@ -142,6 +145,13 @@ func parseEntry(entry string) (string, [sha256.Size]byte, error) {
 		name = "token-" + hex.EncodeToString(d[:4])
 	}
 	return name, d, nil
+}
+
+// labelTaken reports whether a token named name would share its caller
+// label in the metrics with callers that are no token: those are labelled
+// by their kind, and "anonymous" without authentication.
+func labelTaken(name string) bool {
+	return strings.EqualFold(name, "jwt") || strings.EqualFold(name, "anonymous")
 }
 
 // checkToken refuses a plain token a client could not send or an attacker
@@ -166,8 +176,8 @@ func checkToken(token string) error {
 // empty. It refuses what a plain entry would refuse (a short token, a bad
 // name) and never quotes the token in its error.
 func HashToken(name, token string) (string, error) {
-	if name != "" && (!validName(name) || strings.EqualFold(name+":", digestPrefix)) {
-		return "", errors.New("auth: a token name has letters, digits, '.', '_', '-' and is not \"sha256\"")
+	if name != "" && (!validName(name) || strings.EqualFold(name+":", digestPrefix) || labelTaken(name)) {
+		return "", errors.New("auth: a token name has letters, digits, '.', '_', '-' and is not \"sha256\", \"jwt\" or \"anonymous\"")
 	}
 	if err := checkToken(token); err != nil {
 		return "", fmt.Errorf("auth: %w", err)

@@ -297,6 +297,9 @@ func TestHashedTokensRefused(t *testing.T) {
 		{"not hex", []string{"ci:sha256:" + secret + "g"}, "64 hex digits"},
 		{"empty", []string{"ci:sha256:"}, "64 hex digits"},
 		{"the name sha256 is reserved", []string{"SHA256:" + secret + "0-plain-token"}, "64 hex digits"},
+		// They would share the metrics' caller label with others.
+		{"the name jwt is reserved", []string{"jwt:tok-0123456789ab-SECRET"}, `"jwt" is reserved`},
+		{"the name anonymous is reserved", []string{"Anonymous:tok-0123456789ab-SECRET"}, `"Anonymous" is reserved`},
 		{"the same token plain and hashed", []string{"a:tok-0123456789ab-SECRET", "b:sha256:" + digestOf("tok-0123456789ab-SECRET")}, "entry 2: the same token is listed twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -332,6 +335,7 @@ func TestHashToken(t *testing.T) {
 		{"ci", "SECRET with space-0123", "cannot carry"},
 		{"bad name", "tok-0123456789ab-SECRET", "token name"},
 		{"Sha256", "tok-0123456789ab-SECRET", "token name"},
+		{"jwt", "tok-0123456789ab-SECRET", "token name"},
 	} {
 		if _, err := auth.HashToken(tc.name, tc.token); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("HashToken(%q, ...): %v, want an error containing %q", tc.name, err, tc.want)
