@@ -294,9 +294,17 @@ func (b *Bridge) ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeade
 }
 
 // Tools returns the child's tools, all pages, from a ready worker: fetched
-// once and kept until the child says its list changed.
+// once and kept until the child says its list changed. Once the bridge
+// takes no calls it is refused as they are, cached or not: a client is
+// told the gateway is stopping, by everything it asks of the child.
+// (ToolHeaders is not refused: a retry that continues a call under way
+// is let through, and its headers are checked.)
 func (b *Bridge) Tools(ctx context.Context) (*ToolList, error) {
 	b.mu.Lock()
+	if b.closed || b.drain {
+		b.mu.Unlock()
+		return nil, errShutdown()
+	}
 	w := b.pickLocked(false)
 	b.mu.Unlock()
 	return w.toolList(ctx)

@@ -409,6 +409,10 @@ func TestPoolDrain(t *testing.T) {
 		if p.Ready() {
 			t.Error("a draining pool reports ready")
 		}
+		// The tool list too, though the child is there to give it.
+		if _, err := p.Tools(context.Background()); gatewayCode(t, err) != jsonrpc.CodeShutdown {
+			t.Errorf("the tool list while draining: %v, want -32005", err)
+		}
 		synctest.Wait()
 		select {
 		case err := <-drained:
