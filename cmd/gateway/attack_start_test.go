@@ -217,3 +217,16 @@ func TestSIGHUPWithoutAuthentication(t *testing.T) {
 	g.Logs.Wait(t, msgIs("SIGHUP: nothing to re-read (no authentication is configured); the gateway goes on"))
 	echoWorks(t, g, "tools/call")
 }
+
+// Settings that open what should stay closed are warned about at start:
+// proxies that trust every address, an admin address beyond loopback.
+func TestExposingSettingsAreWarnedAbout(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, []string{"GATEWAY_TRUSTED_PROXIES=10.0.0.0/8,0.0.0.0/0", "GATEWAY_RATE_LIMIT=100", "GATEWAY_ADMIN_ADDR=0.0.0.0:0"})
+	for _, says := range []string{"GATEWAY_TRUSTED_PROXIES trusts every address", "GATEWAY_ADMIN_ADDR is not a loopback address"} {
+		g.Logs.Wait(t, func(r logRecord) bool {
+			msg, _ := r["msg"].(string)
+			return r["level"] == "WARN" && strings.HasPrefix(msg, says)
+		})
+	}
+}

@@ -27,7 +27,7 @@ type Config struct {
 	Addr    string `default:"127.0.0.1:8080" desc:"address to listen on (host:port)"`
 	Command string `desc:"the stdio MCP server to run, split into words on spaces (quotes group words); a command after -- wins; empty: the built-in demo server"`
 	Era     string `default:"auto" desc:"how to talk to the child: auto (probe with server/discover, fall back to initialize), legacy or modern"`
-	Workers int    `default:"1" desc:"how many children to run; each call goes to the one with the fewest calls in flight (unsafe for servers that keep state in memory between calls)"`
+	Workers int    `default:"1" desc:"how many children to run (at most 256); each call goes to the one with the fewest calls in flight (unsafe for servers that keep state in memory between calls)"`
 
 	MaxInFlight  int           `split_words:"true" default:"64" desc:"calls in flight per child; more wait in the queue"`
 	QueueSize    int           `split_words:"true" default:"256" desc:"calls waiting for a free child; beyond it calls are refused at once (503, -32003); 0: none wait"`
@@ -79,12 +79,12 @@ type Config struct {
 	OauthJwksURL    string        `split_words:"true" desc:"where the issuer's keys are; empty: from the issuer's metadata"`
 	OauthAlgorithms []string      `split_words:"true" default:"RS256,ES256" desc:"JWS algorithms accepted (asymmetric only)"`
 	OauthLeeway     time.Duration `split_words:"true" default:"30s" desc:"clock skew allowed on a token's exp, nbf and iat"`
-	OauthScopes     []string      `split_words:"true" desc:"scopes_supported in the Protected Resource Metadata"`
+	OauthScopes     []string      `split_words:"true" desc:"scopes_supported in the Protected Resource Metadata, comma-separated"`
 	RequireAuth     bool          `split_words:"true" desc:"refuse to start on a non-loopback address with no authentication configured (otherwise a warning)"`
 	AuthMetrics     bool          `split_words:"true" desc:"/metrics on GATEWAY_ADDR needs credentials too"`
 
 	RateLimit           float64       `split_words:"true" desc:"calls per client per second (a token bucket; a client is its token's name, or its address); 0: no limit"`
-	RateBurst           int           `split_words:"true" desc:"calls a client may make at once before the rate applies; 0: the rate rounded up"`
+	RateBurst           int           `split_words:"true" desc:"calls a client may make at once before the rate applies (needs GATEWAY_RATE_LIMIT); 0: the rate rounded up"`
 	MaxStreamsPerClient int           `split_words:"true" desc:"requests one client may have open at once on /mcp, so that one client cannot take every slot (behind a proxy, set GATEWAY_TRUSTED_PROXIES, or every client is the proxy); 0: no limit"`
 	TrustedProxies      []string      `split_words:"true" desc:"addresses or CIDRs of proxies whose X-Forwarded-For names the client, comma-separated"`
 	MaxHeaderBytes      int           `split_words:"true" default:"32768" desc:"largest request header block; larger ones get 431"`
@@ -109,6 +109,11 @@ var retired = map[string]string{
 // cannot be read is restarted without end.
 const minMessageBytes = 4096
 
+// maxWorkers bounds GATEWAY_WORKERS: more children than that is a
+// mistake, not a deployment (scale out with replicas instead), and would
+// run out of file descriptors and restart without end.
+const maxWorkers = 256
+
 func loadConfig() (Config, error) {
 	var cfg Config
 	for name, instead := range retired {
@@ -118,6 +123,18 @@ func loadConfig() (Config, error) {
 	}
 	if err := envconfig.Process(envPrefix, &cfg); err != nil {
 		return cfg, err
+	}
+	// Each of these turns authentication on. Set with nothing in it (a
+	// Secret's key missing or empty, say), it would leave the gateway
+	// open where its operator meant it closed.
+	for name, empty := range map[string]bool{
+		"GATEWAY_AUTH_TOKENS":      len(trimList(cfg.AuthTokens)) == 0,
+		"GATEWAY_AUTH_TOKENS_FILE": strings.TrimSpace(cfg.AuthTokensFile) == "",
+		"GATEWAY_OAUTH_ISSUER":     strings.TrimSpace(cfg.OauthIssuer) == "",
+	} {
+		if _, set := os.LookupEnv(name); set && empty {
+			return cfg, fmt.Errorf("%s is set but empty, which would leave the gateway without the authentication it asks for; unset it to run without", name)
+		}
 	}
 	return cfg, cfg.validate()
 }
@@ -180,6 +197,12 @@ func (c *Config) validate() error {
 	}
 	if c.RateLimit < 0 || c.RateBurst < 0 || c.MaxStreamsPerClient < 0 {
 		errs = append(errs, errors.New("GATEWAY_RATE_LIMIT, GATEWAY_RATE_BURST and GATEWAY_MAX_STREAMS_PER_CLIENT must not be negative"))
+	}
+	if c.RateBurst > 0 && c.RateLimit == 0 {
+		errs = append(errs, errors.New("GATEWAY_RATE_BURST needs GATEWAY_RATE_LIMIT: without a rate there is no limit for a burst to be"))
+	}
+	if c.Workers > maxWorkers {
+		errs = append(errs, fmt.Errorf("GATEWAY_WORKERS must be at most %d (each is a child process, with its pipes and memory), not %d", maxWorkers, c.Workers))
 	}
 	if c.OauthLeeway < 0 || c.OauthLeeway > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("GATEWAY_OAUTH_LEEWAY must be from 0 to 5m, not %v", c.OauthLeeway))

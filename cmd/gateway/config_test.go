@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -76,14 +77,37 @@ func TestValidate(t *testing.T) {
 	t.Setenv("GATEWAY_RESTART_DELAY_MAX", "1s")
 	t.Setenv("GATEWAY_MAX_BODY_BYTES", "0")
 	t.Setenv("GATEWAY_MAX_MESSAGE_BYTES", "10")
+	t.Setenv("GATEWAY_RATE_BURST", "5")
+	t.Setenv("GATEWAY_WORKERS", "100000")
+	t.Setenv("GATEWAY_STDERR_RATE", "-1")
 	_, err := loadConfig()
-	for _, want := range []string{"GATEWAY_LOG_LEVEL", "GATEWAY_RESTART_DELAY_MAX", "GATEWAY_MAX_BODY_BYTES", "GATEWAY_MAX_MESSAGE_BYTES must be at least"} {
+	for _, want := range []string{"GATEWAY_LOG_LEVEL", "GATEWAY_RESTART_DELAY_MAX", "GATEWAY_MAX_BODY_BYTES", "GATEWAY_MAX_MESSAGE_BYTES must be at least",
+		"GATEWAY_RATE_BURST needs GATEWAY_RATE_LIMIT", "GATEWAY_WORKERS must be at most 256", "GATEWAY_STDERR_RATE must be 0"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("loadConfig error %v does not mention %s", err, want)
 		}
 	}
 	if err != nil && strings.Contains(err.Error(), "GATEWAY_ERA") {
 		t.Errorf("a valid GATEWAY_ERA was refused: %v", err)
+	}
+}
+
+// A setting that turns authentication on, set but empty (a Secret's key
+// missing, say), stops the gateway rather than leaving it open.
+func TestAuthenticationSetButEmpty(t *testing.T) {
+	for _, name := range []string{"GATEWAY_AUTH_TOKENS", "GATEWAY_AUTH_TOKENS_FILE", "GATEWAY_OAUTH_ISSUER"} {
+		values := []string{"", " "}
+		if name == "GATEWAY_AUTH_TOKENS" {
+			values = append(values, " , ")
+		}
+		for _, v := range values {
+			t.Run(name+"="+strconv.Quote(v), func(t *testing.T) {
+				t.Setenv(name, v)
+				if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), name+" is set but empty") {
+					t.Errorf("loadConfig: %v; want it refused", err)
+				}
+			})
+		}
 	}
 }
 

@@ -197,6 +197,7 @@ func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog
 			ln.Close()
 			return fmt.Errorf("listen on the admin address: %w", err)
 		}
+		warnAdminExposed(adminLn.Addr(), log)
 	}
 	tcp, _ := ln.Addr().(*net.TCPAddr)
 	loopback := tcp != nil && tcp.IP.IsLoopback()

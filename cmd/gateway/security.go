@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -30,6 +31,12 @@ func newGuard(cfg Config, log *slog.Logger) (guard, error) {
 	}
 	if g.proxies, err = clientlimit.ParseProxies(cfg.TrustedProxies); err != nil {
 		return g, fmt.Errorf("GATEWAY_TRUSTED_PROXIES: %w", err)
+	}
+	for _, p := range g.proxies {
+		if p.Bits() == 0 {
+			log.Warn("GATEWAY_TRUSTED_PROXIES trusts every address: any client may name itself in X-Forwarded-For, and so step around the per-client limits; name the proxies' addresses or subnet instead", "entry", p.String())
+			break
+		}
 	}
 	g.limiter = newLimiter(cfg)
 	return g, nil
@@ -90,6 +97,15 @@ func checkExposure(cfg Config, loopback, authenticated bool, addr string, log *s
 	}
 	log.Warn("UNAUTHENTICATED: "+msg+"; set GATEWAY_AUTH_TOKENS, GATEWAY_AUTH_TOKENS_FILE or GATEWAY_OAUTH_ISSUER (GATEWAY_REQUIRE_AUTH=true makes this an error)", "addr", addr)
 	return nil
+}
+
+// warnAdminExposed warns when the admin address, which serves /metrics and
+// /debug/pprof/ with no credentials, is not a loopback one: a heap
+// profile holds what the gateway's memory held, requests and answers too.
+func warnAdminExposed(addr net.Addr, log *slog.Logger) {
+	if tcp, ok := addr.(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		log.Warn("GATEWAY_ADMIN_ADDR is not a loopback address: /metrics and /debug/pprof/ (whose heap profiles hold what requests and answers the gateway's memory held) need no credentials there; keep it to a network only operators reach", "admin_addr", addr.String())
+	}
 }
 
 // watchAuth keeps the tokens and policy current until ctx ends: the
