@@ -59,19 +59,27 @@ func nextNote(t *testing.T, c *call) *jsonrpc.Message {
 	}
 }
 
-// A legacy child's question reaches the one call's legacy client on its
-// stream, and the client's answer goes back under the child's own id.
-func TestLegacyChildAsksALegacyClient(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, legacy(), autoReply{initialize: true})
-	child := w.child()
+// legacyAsked is a legacy child asking a question ("child-q") in the
+// middle of a legacy client's call: the call, the child's request for it,
+// and the question as the client got it.
+func legacyAsked(t *testing.T) (w *world, child *fakeChild, c *call, req, q *jsonrpc.Message) {
+	t.Helper()
+	w = newWorld(t, legacy(), autoReply{initialize: true})
+	child = w.child()
 	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := child.expect("tools/call")
+	req = child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":"child-q","method":"sampling/createMessage","params":{"maxTokens":5}}`)
-	q := nextNote(t, c)
+	return w, child, c, req, nextNote(t, c)
+}
+
+// A legacy child's question reaches the one call's legacy client on its
+// stream, and the client's answer goes back under the child's own id.
+func TestLegacyChildAsksALegacyClient(t *testing.T) {
+	t.Parallel()
+	w, child, c, req, q := legacyAsked(t)
 	if q.Kind != jsonrpc.KindRequest || q.Method != "sampling/createMessage" || string(q.Params) != `{"maxTokens":5}` || !strings.HasPrefix(string(q.ID), `"gw-`) {
 		t.Fatalf("client got %s", q.Raw)
 	}
@@ -95,15 +103,7 @@ func TestLegacyChildAsksALegacyClient(t *testing.T) {
 // under the id it was sent, and an answer that comes anyway is dropped.
 func TestLegacyChildWithdrawsAQuestion(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, legacy(), autoReply{initialize: true})
-	child := w.child()
-	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := child.expect("tools/call")
-	child.send(`{"jsonrpc":"2.0","id":"child-q","method":"sampling/createMessage","params":{"maxTokens":5}}`)
-	q := nextNote(t, c)
+	w, child, c, req, q := legacyAsked(t)
 	child.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"child-q","reason":"no longer needed"}}`)
 	n := nextNote(t, c)
 	if n.Method != "notifications/cancelled" || string(n.Params) != `{"requestId":`+string(q.ID)+`,"reason":"no longer needed"}` {

@@ -272,16 +272,23 @@ func TestInitializeIsAnsweredByTheGateway(t *testing.T) {
 	}
 }
 
-// A response over the size limit fails the call it names at once, with an
-// error that says so; the reader goes on.
-func TestOversizedResponseFailsItsCall(t *testing.T) {
-	t.Parallel()
+// bigCall is a call to a child whose lines may be 1000 bytes at most, and
+// the child's request for it.
+func bigCall(t *testing.T) (*world, *fakeChild, *call, *jsonrpc.Message) {
+	t.Helper()
 	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}, maxLine: 1000}
 	w.b = New(w.start, strict(t, legacy()))
 	t.Cleanup(func() { w.b.Close(context.Background()) })
 	child := w.child()
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"big","method":"tools/call"}`)
-	m := child.expect("tools/call")
+	return w, child, c, child.expect("tools/call")
+}
+
+// A response over the size limit fails the call it names at once, with an
+// error that says so; the reader goes on.
+func TestOversizedResponseFailsItsCall(t *testing.T) {
+	t.Parallel()
+	w, child, c, m := bigCall(t)
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"text":"%s"}}`, m.ID, strings.Repeat("x", 5000))
 	_, err := c.wait()
 	if code := gatewayCode(t, err); code != jsonrpc.CodeTooLarge || !strings.Contains(err.Error(), "limit") {
@@ -300,12 +307,7 @@ func TestOversizedResponseFailsItsCall(t *testing.T) {
 // it ends, the reader goes on.
 func TestOversizedResponseFailsItsCallBeforeItsEnd(t *testing.T) {
 	t.Parallel()
-	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}, maxLine: 1000}
-	w.b = New(w.start, strict(t, legacy()))
-	t.Cleanup(func() { w.b.Close(context.Background()) })
-	child := w.child()
-	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"big","method":"tools/call"}`)
-	m := child.expect("tools/call")
+	w, child, c, m := bigCall(t)
 	// More than the reader's buffer (4 KiB), and no newline.
 	child.sendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"text":"%s`, m.ID, strings.Repeat("x", 6000)))
 	_, err := c.wait()

@@ -197,7 +197,6 @@ func TestDNSRebindingProtection(t *testing.T) {
 	}
 }
 
-// Mcp-Param-* headers must agree with the arguments they mirror.
 // A tool list the Mcp-Param headers cannot be checked against fails the
 // call for the reason the list failed: no child serving is told as any
 // call is told it, a list over the size limit is the child's answer's
@@ -240,6 +239,7 @@ func TestParamHeadersWithoutTheList(t *testing.T) {
 	}
 }
 
+// Mcp-Param-* headers must agree with the arguments they mirror.
 func TestParamHeaders(t *testing.T) {
 	t.Parallel()
 	f := newFake()
