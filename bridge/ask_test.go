@@ -230,6 +230,10 @@ func TestLegacyChildAsksAModernClient(t *testing.T) {
 	if _, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"requestState":"`+irr.Result.RequestState+`x"}}`), modernAsker); gatewayCode(t, err) != jsonrpc.CodeInvalidParams {
 		t.Errorf("tampered state: %v", err)
 	}
+	// A retry naming another tool would get this tool's answer: refused.
+	if _, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"echo","inputResponses":{},"requestState":"`+irr.Result.RequestState+`"}}`), modernAsker); gatewayCode(t, err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), `for "test_elicitation", not "echo"`) {
+		t.Errorf("a retry for another tool: %v", err)
+	}
 	// The real retry answers the child and gets the call's result.
 	r := retry(`"second"`, `{"`+key+`":{"action":"accept","content":{"name":"Ada"}}}`, irr.Result.RequestState)
 	got := child.next()

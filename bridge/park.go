@@ -60,7 +60,7 @@ func (ch *child) park(ex *exchange) {
 		return // its client left meanwhile; its ending retires the exchange
 	}
 	s := c.takeSlot()
-	irr, parked := q.park(ex, c.caller, s)
+	irr, parked := q.park(ex, c.caller, targetOf(c.req), s)
 	if !parked {
 		s.release()
 		c.deliver(nil, errUnavailable("the child process exited while the call waited for its client's input; the call was lost"))
@@ -74,7 +74,7 @@ func (ch *child) park(ex *exchange) {
 // returns the InputRequiredResult for the client. It fails when the
 // exchange has left the pending table meanwhile (its child's service
 // ended).
-func (q *questions) park(ex *exchange, caller Caller, s *slot) ([]byte, bool) {
+func (q *questions) park(ex *exchange, caller Caller, target string, s *slot) ([]byte, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := q.open[ex]
@@ -82,7 +82,7 @@ func (q *questions) park(ex *exchange, caller Caller, s *slot) ([]byte, bool) {
 		return nil, false
 	}
 	ex.setOwner(nil)
-	st.parkedFor, st.slot = caller, s
+	st.parkedFor, st.target, st.slot = caller, target, s
 	st.round++
 	st.timer = time.AfterFunc(ex.ch.b.opts.IdleTimeout, func() { q.abandon(ex) })
 	q.parked[ex.id] = ex
@@ -119,6 +119,20 @@ func (q *questions) abandon(ex *exchange) {
 	if ex.ch.retire(ex) {
 		ex.cancel("the client did not continue the request in time")
 	}
+}
+
+// targetOf is what a request names by its name field (mcp.NameField): a
+// tool, a prompt, a resource; "" for a request that names none.
+func targetOf(req *mcp.Request) string {
+	if req == nil {
+		return ""
+	}
+	field := mcp.NameField(req.Method)
+	if field == "" {
+		return ""
+	}
+	name, _ := req.String(field)
+	return name
 }
 
 // stateFor mints the requestState for a parked exchange's round: each
@@ -203,6 +217,12 @@ func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id
 	case ex.method != req.Method:
 		q.mu.Unlock()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("requestState belongs to a %s request, not %s", ex.method, req.Method)}
+	case targetOf(req) != st.target:
+		// The answer would be another tool's (or prompt's, or
+		// resource's) than the request names: the one the policy, the
+		// audit and Mcp-Name saw.
+		q.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("requestState belongs to a %s request for %q, not %q; a retry sends the original request again", ex.method, st.target, targetOf(req))}
 	case round != st.round:
 		q.mu.Unlock()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this requestState is from an earlier round; use the latest one"}
