@@ -224,16 +224,17 @@ func (b *Bridge) broadcastLocked() {
 
 // pickLocked chooses the worker with the fewest calls in flight, ready
 // workers first, then those starting, then any. With needSlot it only
-// considers workers below the cap, and may return nil.
+// considers workers below the cap, and may return nil; and a worker with
+// no child at all (waiting to restart it) only when no other has one,
+// full or not: a call it took would fail at once, where it could wait in
+// the queue for a slot of a child that serves.
 func (b *Bridge) pickLocked(needSlot bool) *worker {
 	var best *worker
 	bestRank, bestLoad := 3, 0
+	alive := false // a worker is ready or starting, with a free slot or not
 	n := len(b.workers)
 	for k := range n {
 		w := b.workers[(b.next+k)%n]
-		if needSlot && w.active >= b.opts.MaxInFlight {
-			continue
-		}
 		ready, starting := w.status()
 		rank := 2
 		switch {
@@ -242,12 +243,27 @@ func (b *Bridge) pickLocked(needSlot bool) *worker {
 		case starting:
 			rank = 1
 		}
+		alive = alive || rank < 2
+		if needSlot && w.active >= b.opts.MaxInFlight {
+			continue
+		}
 		if best == nil || rank < bestRank || (rank == bestRank && w.active < bestLoad) {
 			best, bestRank, bestLoad = w, rank, w.active
 		}
 	}
 	b.next = (b.next + 1) % n
+	if needSlot && alive && bestRank == 2 {
+		return nil
+	}
 	return best
+}
+
+// grant hands free slots to the calls in the queue, for a worker whose
+// slots became worth taking: its child is starting or ready again.
+func (b *Bridge) grant() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.grantLocked()
 }
 
 // Notify forwards a client notification to every worker's child (their

@@ -189,6 +189,79 @@ func TestPoolQueue(t *testing.T) {
 	})
 }
 
+// A worker whose child died, waiting to restart it, takes no call while
+// another worker serves: the call waits in the queue for a slot of a child
+// that serves (the other's, freed; or the restarted child's), where the
+// dead worker would fail it at once.
+func TestPoolPassesOverADeadWorker(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 16), auto: autoReply{initialize: true}}
+		p := New(w.start, strict(t, Options{Era: EraLegacy, Workers: 2, MaxInFlight: 1, QueueSize: 4, RestartMin: 10 * time.Second, RestartMax: 10 * time.Second}))
+		t.Cleanup(func() { p.Close(context.Background()) })
+		synctest.Wait()
+		dying, serving := <-w.children, <-w.children
+		t.Cleanup(serving.exit)
+		received(serving)
+		dying.exit()
+		synctest.Wait()
+		if st := p.Status(); st.ReadyWorkers() != 1 {
+			t.Fatalf("%d workers ready, want the one whose child lives", st.ReadyWorkers())
+		}
+		first := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":"first","method":"tools/call"}`)
+		req := serving.expect("tools/call")
+		waiting := make(chan *call, 2)
+		for _, id := range []string{"second", "third"} {
+			go func() {
+				c, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":"`+id+`","method":"tools/call"}`), Caller{})
+				if err != nil {
+					t.Errorf("call %s: %v; want it to wait for a child that serves", id, err)
+				}
+				waiting <- c
+			}()
+			synctest.Wait()
+		}
+		if st := p.Stats(); st.Queued != 2 {
+			t.Fatalf("stats = %+v, want two calls queued", st)
+		}
+		// The dead child's restart comes while the living one is still
+		// busy: the first in line goes to the new child.
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		restarted := <-w.children
+		t.Cleanup(restarted.exit)
+		answer := func(ch *fakeChild) int {
+			n := 0
+			for _, m := range received(ch) {
+				if m.Method == "tools/call" {
+					ch.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+					n++
+				}
+			}
+			return n
+		}
+		if n := answer(restarted); n != 1 {
+			t.Errorf("the restarted child got %d calls, want the first in line", n)
+		}
+		// The living child's slot frees: the next in line takes it.
+		serving.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
+		if _, err := first.wait(); err != nil {
+			t.Fatal(err)
+		}
+		answer(serving)
+		answer(restarted)
+		for range 2 {
+			c := <-waiting
+			if c == nil {
+				t.FailNow()
+			}
+			if _, err := c.wait(); err != nil {
+				t.Errorf("a queued call: %v", err)
+			}
+		}
+	})
+}
+
 // The queue is first come, first served: each freed slot goes to the call
 // that has waited longest, a call that leaves the line gives up its place,
 // and a call that arrives while others wait goes behind them.

@@ -159,9 +159,12 @@ func (w *worker) setVerdict(e Era) {
 
 func (w *worker) setStarting(v bool) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.starting = v
 	w.notifyChangedLocked()
+	w.mu.Unlock()
+	// Starting, or ready (no longer starting, having started), its free
+	// slots serve the queue; pickLocked passed them over meanwhile.
+	w.b.grant()
 }
 
 func (w *worker) notifyChangedLocked() {
