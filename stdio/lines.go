@@ -235,7 +235,10 @@ func (p *Process) ReadMessage() ([]byte, error) {
 	line, err := p.lines.next()
 	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, os.ErrClosed) {
 		// Cut loose after exit (see wait): for the caller that is EOF.
-		return nil, io.EOF
+		err = io.EOF
+	}
+	if err == io.EOF {
+		p.ended.Store(true)
 	}
 	return line, err
 }

@@ -97,6 +97,8 @@ type Process struct {
 
 	closeOnce sync.Once
 	closing   atomic.Bool // Close has begun: an exit from now on is expected
+	asked     atomic.Bool // Close began with stdout still open: the exit is the gateway's doing
+	ended     atomic.Bool // the reader has seen stdout end
 }
 
 // Start runs the command in its own process group with stdin, stdout and
@@ -182,12 +184,15 @@ func (p *Process) wait() {
 	if err := signalGroup(p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		p.log.Warn("sweep process group", "err", err)
 	}
-	close(p.exited)
 	level := slog.LevelInfo
-	if !p.closing.Load() {
-		level = slog.LevelWarn // nobody asked it to stop
+	if !p.asked.Load() {
+		// Nobody asked it to stop: Close had not begun, or began only
+		// because its stdout ended (it died, and the reader saw it
+		// first).
+		level = slog.LevelWarn
 	}
 	p.log.Log(context.Background(), level, "child exited", "status", exitStatus(err), "dur", time.Since(p.start).Round(time.Millisecond))
+	close(p.exited) // after the line, so that whoever waits for the exit finds it logged
 	// Anything that escaped the group (setsid) may still hold the pipes; give
 	// the readers time to drain what the child wrote, then cut them loose.
 	time.AfterFunc(p.cfg.DrainGrace, func() {
@@ -202,6 +207,7 @@ func (p *Process) wait() {
 // has been reaped and its stderr drained; calling it again returns at once.
 func (p *Process) Close() error {
 	p.closeOnce.Do(func() {
+		p.asked.Store(!p.ended.Load())
 		p.closing.Store(true)
 		_ = p.stdin.Close() // unblocks a writer stuck on a full pipe, too
 		if p.waitExit(p.cfg.StdinGrace) {

@@ -24,6 +24,7 @@ import (
 type logs struct {
 	mu      sync.Mutex
 	entries []string
+	levels  []slog.Level // each entry's
 	attrs   []slog.Attr
 }
 
@@ -38,7 +39,24 @@ func (l *logs) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.entries = append(l.entries, b.String())
+	l.levels = append(l.levels, r.Level)
 	return nil
+}
+
+// levelOf is the level of the first entry with every substring.
+func (l *logs) levelOf(substr ...string) (slog.Level, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+next:
+	for i, e := range l.entries {
+		for _, s := range substr {
+			if !strings.Contains(e, s) {
+				continue next
+			}
+		}
+		return l.levels[i], true
+	}
+	return 0, false
 }
 func (l *logs) WithAttrs(as []slog.Attr) slog.Handler {
 	l.mu.Lock()
@@ -290,6 +308,35 @@ func TestStderrIsLoggedAtItsRate(t *testing.T) {
 	if logged < 20 || logged >= 300 || logged+dropped != 300 {
 		t.Errorf("%d lines logged and %d counted as dropped; want the burst of 20 or a few more logged, and all 300 accounted for:\n%s",
 			logged, dropped, strings.Join(rec.all(), "\n"))
+	}
+}
+
+// A child that dies on its own is logged as a warning, though the reader
+// sees its stdout end, and Close is called for that, before it is reaped;
+// one the gateway stops is logged as information.
+func TestUnaskedExitIsAWarning(t *testing.T) {
+	t.Parallel()
+	for _, killed := range []bool{true, false} {
+		rec := &logs{}
+		cfg := child(t, "cat")
+		cfg.Logger = slog.New(rec)
+		p := start(t, cfg)
+		if killed {
+			if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.ReadMessage(); err != io.EOF {
+				t.Fatalf("ReadMessage = %v, want io.EOF", err)
+			}
+		}
+		p.Close()
+		want := slog.LevelInfo
+		if killed {
+			want = slog.LevelWarn
+		}
+		if level, ok := rec.levelOf("child exited"); !ok || level != want {
+			t.Errorf("killed %v: child exited logged at %v (found %v), want %v:\n%s", killed, level, ok, want, strings.Join(rec.all(), "\n"))
+		}
 	}
 }
 
