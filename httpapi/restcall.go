@@ -269,7 +269,7 @@ func isNumber(v []byte) bool {
 func (h *handlers) restProblem(w http.ResponseWriter, r *http.Request, ctx context.Context, err error) *problem {
 	switch {
 	case errors.Is(context.Cause(ctx), errCallTimeout):
-		p := newProblem(kindTimeout, http.StatusGatewayTimeout, "the call did not end within the timeout the request gave; the server was told to cancel it")
+		p := newProblem(kindTimeout, http.StatusGatewayTimeout, "the call did not end within the timeout the request gave; the server was told to cancel it, if it had it (a call still waiting in the queue never reaches it)")
 		p.Code, p.Reason = jsonrpc.CodeTimeout, "timeout"
 		return p
 	case errors.Is(context.Cause(r.Context()), errCredentialsEnded):
