@@ -33,18 +33,18 @@ func TestBadInputIsRefused(t *testing.T) {
 		status, code              int
 		id                        string
 	}{
-		"malformed JSON":      {"POST", "application/json", `{"jsonrpc":"2.0",`, 400, jsonrpc.CodeParseError, "null"},
-		"trailing garbage":    {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m"}}`, 400, jsonrpc.CodeParseError, "null"},
-		"batch":               {"POST", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"m"}]`, 400, jsonrpc.CodeInvalidRequest, "null"},
+		"malformed JSON":      {"POST", "application/json", `{"jsonrpc":"2.0",`, 400, jsonrpc.CodeParseError, ""},
+		"trailing garbage":    {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m"}}`, 400, jsonrpc.CodeParseError, ""},
+		"batch":               {"POST", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"m"}]`, 400, jsonrpc.CodeInvalidRequest, ""},
 		"not JSON-RPC":        {"POST", "application/json", `{"id":7,"method":"m"}`, 400, jsonrpc.CodeInvalidRequest, "7"},
-		"scalar":              {"POST", "application/json", `"hello"`, 400, jsonrpc.CodeInvalidRequest, "null"},
-		"too big":             {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"` + strings.Repeat("a", 2000) + `"}}`, 413, jsonrpc.CodeInvalidRequest, "null"},
-		"text/plain":          {"POST", "text/plain", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 415, jsonrpc.CodeInvalidRequest, "null"},
-		"no content type":     {"POST", "", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 415, jsonrpc.CodeInvalidRequest, "null"},
-		"GET":                 {"GET", "", ``, 405, jsonrpc.CodeInvalidRequest, "null"},
-		"DELETE":              {"DELETE", "", ``, 405, jsonrpc.CodeInvalidRequest, "null"},
+		"scalar":              {"POST", "application/json", `"hello"`, 400, jsonrpc.CodeInvalidRequest, ""},
+		"too big":             {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"` + strings.Repeat("a", 2000) + `"}}`, 413, jsonrpc.CodeInvalidRequest, ""},
+		"text/plain":          {"POST", "text/plain", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 415, jsonrpc.CodeInvalidRequest, ""},
+		"no content type":     {"POST", "", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 415, jsonrpc.CodeInvalidRequest, ""},
+		"GET":                 {"GET", "", ``, 405, jsonrpc.CodeInvalidRequest, ""},
+		"DELETE":              {"DELETE", "", ``, 405, jsonrpc.CodeInvalidRequest, ""},
 		"json with a charset": {"POST", "application/json; charset=utf-8", `{"jsonrpc":"2.0","id":1,"method":"m","params":3}`, 400, jsonrpc.CodeInvalidRequest, "1"},
-		"content type twice":  {"POST", "application/json|application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 400, jsonrpc.CodeInvalidRequest, "null"},
+		"content type twice":  {"POST", "application/json|application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 400, jsonrpc.CodeInvalidRequest, ""},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

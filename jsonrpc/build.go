@@ -92,20 +92,22 @@ func NewResult(id, result []byte) []byte {
 	return append(b, '}')
 }
 
-// NewErrorResponse builds an error response; id is raw JSON (null when the
-// request's id could not be read).
+// NewErrorResponse builds an error response; id is raw JSON. With no id
+// (nil or null: the request's could not be read) the response has none, as
+// MCP's schema has it (its id is optional, a string or an integer), where
+// JSON-RPC 2.0 itself writes null.
 func NewErrorResponse(id []byte, e *Error) []byte {
-	if id == nil {
-		id = []byte("null")
-	}
 	obj, err := json.Marshal(e)
 	if err != nil {
 		// Data is the only part that can fail to marshal; drop it rather than
 		// lose the error itself.
 		obj, _ = json.Marshal(&Error{Code: e.Code, Message: e.Message})
 	}
-	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
-	b = append(b, `,"error":`...)
+	b := []byte(`{"jsonrpc":"2.0",`)
+	if id != nil && string(id) != "null" {
+		b = append(append(append(b, `"id":`...), id...), ',')
+	}
+	b = append(b, `"error":`...)
 	b = append(b, obj...)
 	return append(b, '}')
 }

@@ -163,12 +163,27 @@ func TestSuffixMember(t *testing.T) {
 	}
 }
 
+// An error without an id answers a request whose id could not be read;
+// a result always names its request.
+func TestResponseWithoutID(t *testing.T) {
+	m, err := Parse([]byte(`{"jsonrpc":"2.0","error":{"code":-32700,"message":"bad"}}`))
+	if err != nil || m.Kind != KindResponse || m.ID != nil {
+		t.Errorf("an error without an id: %+v, %v; want a response with no id", m, err)
+	}
+	if _, err := Parse([]byte(`{"jsonrpc":"2.0","result":{}}`)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a result without an id: %v, want it invalid", err)
+	}
+}
+
 func TestBuilders(t *testing.T) {
 	tests := map[string]struct{ got, want []byte }{
 		"request":      {NewRequest(9, "ping", nil), []byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)},
 		"notification": {NewNotification("notifications/cancelled", []byte(`{"requestId":9}`)), []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}`)},
 		"result":       {NewResult([]byte(`"a"`), []byte(`{}`)), []byte(`{"jsonrpc":"2.0","id":"a","result":{}}`)},
-		"error":        {NewErrorResponse(nil, &Error{Code: -32700, Message: "bad"}), []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}`)},
+		// No id read, none written: MCP's schema has no null id.
+		"error":         {NewErrorResponse(nil, &Error{Code: -32700, Message: "bad"}), []byte(`{"jsonrpc":"2.0","error":{"code":-32700,"message":"bad"}}`)},
+		"error, null":   {NewErrorResponse([]byte("null"), &Error{Code: -32600, Message: "bad"}), []byte(`{"jsonrpc":"2.0","error":{"code":-32600,"message":"bad"}}`)},
+		"error with id": {NewErrorResponse([]byte(`"a"`), &Error{Code: -32600, Message: "bad"}), []byte(`{"jsonrpc":"2.0","id":"a","error":{"code":-32600,"message":"bad"}}`)},
 	}
 	for name, tt := range tests {
 		if !bytes.Equal(tt.got, tt.want) {

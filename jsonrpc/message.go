@@ -130,8 +130,10 @@ func (m *Message) classify(hasVersion, hasID, hasMethod bool) error {
 	case m.Result != nil && m.Error != nil:
 		return fmt.Errorf("%w: a response cannot have both result and error", ErrInvalid)
 	case m.Result != nil || m.Error != nil:
-		if !hasID {
-			return fmt.Errorf("%w: a response needs an id", ErrInvalid)
+		// An error answering a request whose id could not be read has
+		// none in MCP's schema (JSON-RPC 2.0 writes null there).
+		if !hasID && m.Error == nil {
+			return fmt.Errorf("%w: a result needs the id of the request it answers", ErrInvalid)
 		}
 		m.Kind = KindResponse
 	default:
