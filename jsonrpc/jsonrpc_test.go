@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -173,6 +174,26 @@ func TestResponseWithoutID(t *testing.T) {
 	if _, err := Parse([]byte(`{"jsonrpc":"2.0","result":{}}`)); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a result without an id: %v, want it invalid", err)
 	}
+}
+
+// Integral agrees with exact arithmetic on what is an integer.
+func FuzzIntegral(f *testing.F) {
+	for _, s := range []string{"0", "-0", "1", "1.5", "1.0", "1e3", "15e-1", "150e-1", "1.5e1", "-0.0e-7", "1E+2", "12300e-2", "12300e-3", "0.000", "1e999999999999999999999", "9007199254740993.5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var n json.Number
+		if json.Unmarshal([]byte(s), &n) != nil || strings.TrimSpace(s) != s {
+			return // not one JSON number
+		}
+		r, ok := new(big.Rat).SetString(s)
+		if !ok {
+			return // an exponent too large for big.Rat to take
+		}
+		if got, want := Integral([]byte(s)), r.IsInt(); got != want {
+			t.Errorf("Integral(%s) = %v, want %v", s, got, want)
+		}
+	})
 }
 
 func TestBuilders(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -180,12 +181,39 @@ func (m *Message) set(member int, v Span) error {
 
 func validID(v []byte) bool {
 	switch c := v[0]; {
-	case c == '"', c == '-', c >= '0' && c <= '9':
+	case c == '"':
 		return true
+	case c == '-', c >= '0' && c <= '9':
+		return Integral(v)
 	case string(v) == "null":
 		return true
 	}
 	return false
+}
+
+// Integral reports whether num, a JSON number, is an integer: MCP's ids
+// and progress tokens are strings or integers. 1e3 and 1.0 are (JSON
+// Schema's integer is any number without a fraction); 1.5 and 15e-1 are
+// not. It reads the digits, so that no float rounds a fraction away.
+func Integral(num []byte) bool {
+	s := strings.TrimPrefix(string(num), "-")
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil {
+			return false // an exponent past any int: no id is such a number
+		}
+		mant, exp = s[:i], e
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+strings.TrimRight(frac, "0"), "0")
+	if digits == "" {
+		return true // zero
+	}
+	// The value is digits × 10^shift; with shift < 0, the digits' trailing
+	// zeros must make up for it.
+	shift := exp - len(strings.TrimRight(frac, "0"))
+	return shift >= 0 || len(digits)-len(strings.TrimRight(digits, "0")) >= -shift
 }
 
 // plainString returns the contents of a JSON string: a plain one as it is

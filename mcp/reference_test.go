@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"errors"
+	"math/big"
 	"testing"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -40,8 +41,9 @@ func refRead(m *jsonrpc.Message) (*Request, error) {
 		return nil, err
 	}
 	if tok, ok := r.Meta(MetaProgressToken); ok {
-		if c := tok[0]; c != '"' && c != '-' && (c < '0' || c > '9') {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params._meta.progressToken must be a string or a number"}
+		// A string, or a number that is an integer, by exact arithmetic.
+		if r, isNum := new(big.Rat).SetString(string(tok)); tok[0] != '"' && (tok[0] == '+' || !isNum || !r.IsInt()) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params._meta.progressToken must be a string or an integer"}
 		}
 	}
 	return r, nil

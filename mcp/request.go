@@ -107,8 +107,8 @@ func (r *Request) read() error {
 		return err
 	}
 	if tok, ok := r.Meta(MetaProgressToken); ok {
-		if c := tok[0]; c != '"' && c != '-' && (c < '0' || c > '9') {
-			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params._meta.progressToken must be a string or a number"}
+		if c := tok[0]; c != '"' && (c != '-' && (c < '0' || c > '9') || !jsonrpc.Integral(tok)) {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params._meta.progressToken must be a string or an integer"}
 		}
 	}
 	return nil

@@ -90,15 +90,18 @@ func TestRead(t *testing.T) {
 	}
 
 	for body, want := range map[string]int{
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":"x"}}`:                     jsonrpc.CodeInvalidParams,
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":true}}}`:  jsonrpc.CodeInvalidParams,
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":null}}}`:  jsonrpc.CodeInvalidParams,
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":{}}}}`:    jsonrpc.CodeInvalidParams,
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":[1]}}}`:   jsonrpc.CodeInvalidParams,
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":-1.5}}}`:  0,
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":null}}`:                    0,
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":[1,{"name":1,"name":2}]}`:           0,
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"arguments":{"a":1,"a":2,"A":3}}}`: 0,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":"x"}}`:                      jsonrpc.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":true}}}`:   jsonrpc.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":null}}}`:   jsonrpc.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":{}}}}`:     jsonrpc.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":[1]}}}`:    jsonrpc.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":-1.5}}}`:   jsonrpc.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":-15e-1}}}`: jsonrpc.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":-1.5e1}}}`: 0,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":1.0}}}`:    0,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":null}}`:                     0,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":[1,{"name":1,"name":2}]}`:            0,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"arguments":{"a":1,"a":2,"A":3}}}`:  0,
 	} {
 		_, err := read(t, body)
 		var e *jsonrpc.Error
