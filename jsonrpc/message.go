@@ -181,10 +181,8 @@ func (m *Message) set(member int, v Span) error {
 
 func validID(v []byte) bool {
 	switch c := v[0]; {
-	case c == '"':
+	case c == '"', c == '-', c >= '0' && c <= '9':
 		return true
-	case c == '-', c >= '0' && c <= '9':
-		return Integral(v)
 	case string(v) == "null":
 		return true
 	}
@@ -192,7 +190,8 @@ func validID(v []byte) bool {
 }
 
 // Integral reports whether num, a JSON number, is an integer: MCP's ids
-// and progress tokens are strings or integers. 1e3 and 1.0 are (JSON
+// and progress tokens are strings or integers (Parse takes any number, as
+// JSON-RPC does; the front door asks more of a client). 1e3 and 1.0 are (JSON
 // Schema's integer is any number without a fraction); 1.5 and 15e-1 are
 // not. It reads the digits, so that no float rounds a fraction away.
 func Integral(num []byte) bool {

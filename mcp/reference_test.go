@@ -13,6 +13,9 @@ import (
 // included, word for word.
 func refRead(m *jsonrpc.Message) (*Request, error) {
 	r := &Request{Message: m}
+	if id, isNum := new(big.Rat).SetString(string(m.ID)); m.Kind == jsonrpc.KindRequest && m.ID[0] != '"' && (!isNum || !id.IsInt()) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "a request id must be a string or an integer"}
+	}
 	ps, ok := m.ParamsSpan()
 	if !ok || m.Params[0] != '{' {
 		return r, nil

@@ -64,10 +64,15 @@ type Request struct {
 // may decode with a decoder that keeps the last of two equal keys or
 // ignores letter case, as Go's encoding/json does, and must never act on
 // another member than the gateway. It also refuses (-32602) a _meta that
-// is not an object and a progress token that is neither a string nor a
-// number. jsonrpc.Parse has already done the same for the envelope.
+// is not an object and a progress token that is neither a string nor an
+// integer. jsonrpc.Parse has already done the same for the envelope, but
+// for a request id with a fraction, which JSON-RPC allows and MCP does
+// not: refused here (-32600), from a client, while a child's pass.
 func Read(m *jsonrpc.Message) (*Request, error) {
 	r := &Request{Message: m}
+	if c := m.ID; m.Kind == jsonrpc.KindRequest && c[0] != '"' && !jsonrpc.Integral(c) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "a request id must be a string or an integer"}
+	}
 	if err := r.read(); err != nil {
 		return nil, err
 	}
