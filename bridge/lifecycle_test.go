@@ -333,6 +333,41 @@ func TestOversizedResponseFailsItsCallBeforeItsEnd(t *testing.T) {
 	}
 }
 
+// A request of the child's own over the size limit is refused, under its
+// id, once, however its line is read; its id, of the child's counting,
+// fails no call of the gateway's that happens to have the same.
+func TestOversizedRequestOfTheChildIsRefused(t *testing.T) {
+	t.Parallel()
+	w, child, c, m := bigCall(t)
+	for _, size := range []int{1500, 20000} {
+		for _, idLast := range []bool{false, true} {
+			req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"sampling/createMessage","params":{"x":"%s"}}`, m.ID, strings.Repeat("x", size))
+			if idLast {
+				req = fmt.Sprintf(`{"jsonrpc":"2.0","method":"sampling/createMessage","params":{"x":"%s"},"id":%s}`, strings.Repeat("x", size), m.ID)
+			}
+			child.send("%s", req)
+			got := child.next()
+			if got.Kind != jsonrpc.KindResponse || string(got.ID) != string(m.ID) || !contains(got.Error, "size limit") {
+				t.Fatalf("a %d-byte request, id last %v: the child got %s, want its request refused", size, idLast, got.Raw)
+			}
+		}
+	}
+	// Refused once each: what the child hears next is the next call.
+	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	m2 := child.next()
+	if m2.Method != "tools/list" {
+		t.Fatalf("the child got %s, want the next call", m2.Raw)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m2.ID)
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, m.ID)
+	if resp, err := c.wait(); err != nil || !contains(resp, `"ok":true`) {
+		t.Errorf("the call with the same id as the child's requests: %s, %v; want its own answer", resp, err)
+	}
+	if _, err := c2.wait(); err != nil {
+		t.Error(err)
+	}
+}
+
 // An answer that is not valid JSON-RPC fails the call whose id it names at
 // once, with an error that says so, instead of leaving the call to wait out
 // its timeout; a request from the child that is not valid is only skipped,

@@ -26,6 +26,7 @@ func (ch *child) readLoop() {
 			var skipped SkippedMessage
 			if errors.As(err, &skipped) {
 				size, h, _ := skipped.Skipped()
+				again := reported && !skipped.Ongoing() // the end of a line reported as it began
 				switch {
 				case skipped.Ongoing():
 					// Its call fails now, not once the end comes, which
@@ -43,7 +44,7 @@ func (ch *child) readLoop() {
 				if !skipped.Ongoing() {
 					ch.b.opts.Observer.MessageRead(ch.w.index, int(size))
 				}
-				ch.oversized(skipped)
+				ch.oversized(skipped, again)
 				continue
 			}
 			ch.end(err)
@@ -164,26 +165,38 @@ func (ch *child) badAnswer(raw []byte, why error) {
 	}
 }
 
-// oversized fails the pending call a line too long to keep answers, now
-// instead of at its timeout: the call its id names, among the first
-// members of its head or as the last member of its tail (many encoders
-// write a response's id after its result). A line reported as it passed
-// the limit is reported again at its end, with its tail; its call fails at
-// the first report that names it.
-func (ch *child) oversized(e SkippedMessage) {
+// oversized deals with a line too long to keep, now instead of at a
+// timeout. A response fails the pending call its id names: an id among the
+// first members of its head, or the last member of its tail (many encoders
+// write a response's id after its result) when its head shows a result or
+// an error. A request of the child's own (its head shows a method) is
+// refused, under its id: its ids are the child's counting, and name no
+// call of the gateway's. A line reported as it passed the limit is
+// reported again at its end (again), with its tail: what its head told
+// was done at the first report.
+func (ch *child) oversized(e SkippedMessage, again bool) {
 	_, h, tail := e.Skipped()
-	raw, ok := jsonrpc.PrefixMember(h, "id")
+	head, inHead := jsonrpc.PrefixMember(h, "id")
+	id, ok := head, inHead
 	if !ok {
-		raw, ok = jsonrpc.SuffixMember(tail, "id")
+		id, ok = jsonrpc.SuffixMember(tail, "id")
 	}
+	if jsonrpc.PrefixHas(h, "method") {
+		if ok && !(again && inHead) {
+			raw, _ := jsonrpc.PrefixMember(h, "method")
+			method, _ := mcp.String(raw)
+			ch.refuseChild(id, method, fmt.Sprintf("the request is longer than the gateway's message size limit: %v", e))
+		}
+		return
+	}
+	if !inHead && !jsonrpc.PrefixHas(h, "result") && !jsonrpc.PrefixHas(h, "error") {
+		return // not known to be a response: its id may be a request's
+	}
+	n, ok := (&jsonrpc.Message{ID: id}).IDInt()
 	if !ok {
 		return
 	}
-	id, ok := (&jsonrpc.Message{ID: raw}).IDInt()
-	if !ok {
-		return
-	}
-	if ex := ch.take(id); ex != nil {
+	if ex := ch.take(n); ex != nil {
 		ex.fail(jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large",
 			fmt.Sprintf("the child's response exceeded the gateway's message size limit: %v", e)))
 	}

@@ -132,6 +132,19 @@ func TestPrefixMember(t *testing.T) {
 	if _, ok := PrefixMember([]byte(`{"id":123`), "id"); ok {
 		t.Error("PrefixMember returned a value that may be cut short")
 	}
+	// PrefixHas sees a member whose value is cut short too, but only at
+	// the object's own level.
+	for in, want := range map[string]bool{
+		`{"jsonrpc":"2.0","result":{"content":[{"text":"aaaa`: true,
+		`{"jsonrpc":"2.0","res`:                               false,
+		`{"jsonrpc":"2.0","params":{"result":1,"x":"aaa`:      false,
+		`{"a":"result","b":1`:                                 false,
+		`["result"`:                                           false,
+	} {
+		if got := PrefixHas([]byte(in), "result"); got != want {
+			t.Errorf("PrefixHas(%s, result) = %v, want %v", in, got, want)
+		}
+	}
 }
 
 func TestSuffixMember(t *testing.T) {
@@ -177,6 +190,23 @@ func TestResponseWithoutID(t *testing.T) {
 }
 
 // Integral agrees with exact arithmetic on what is an integer.
+func TestIntegralAtTheEdges(t *testing.T) {
+	for in, want := range map[string]bool{
+		"1.5e-9223372036854775807": false,
+		"1e-9223372036854775808":   false,
+		"1e9223372036854775807":    true,
+		"0e-9223372036854775808":   true,
+		"15e-1":                    false,
+		"150e-1":                   true,
+		"-0.55e1":                  false,
+		"-0.50e2":                  true,
+	} {
+		if got := Integral([]byte(in)); got != want {
+			t.Errorf("Integral(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
+
 func FuzzIntegral(f *testing.F) {
 	for _, s := range []string{"0", "-0", "1", "1.5", "1.0", "1e3", "15e-1", "150e-1", "1.5e1", "-0.0e-7", "1E+2", "12300e-2", "12300e-3", "0.000", "1e999999999999999999999", "9007199254740993.5"} {
 		f.Add(s)

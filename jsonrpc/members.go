@@ -325,6 +325,32 @@ func PrefixMember(prefix []byte, key string) ([]byte, bool) {
 	return found, found != nil
 }
 
+// PrefixHas reports whether key names a member of a JSON object of which
+// only prefix is at hand, its value there whole or cut short: a response
+// whose result begins within the first kilobytes of a line too long to
+// keep.
+func PrefixHas(prefix []byte, key string) bool {
+	s := scanner{b: prefix}
+	i := s.ws(0)
+	if i >= len(prefix) || prefix[i] != '{' {
+		return false
+	}
+	i, more, err := s.enter(i, 1)
+	for more && err == nil {
+		var k keySpan
+		var v Span
+		k, v, err = s.member(i, 1)
+		if k.End > 0 && s.is(k, key) {
+			return true
+		}
+		if err != nil {
+			break
+		}
+		i, more, err = s.next(v.End)
+	}
+	return false
+}
+
 // SuffixMember looks for key as the last member of a JSON object of which
 // only the end is at hand, such as the last kilobytes of a line too long to
 // keep: many encoders write a response's id after its result. It returns

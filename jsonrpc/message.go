@@ -189,6 +189,11 @@ func validID(v []byte) bool {
 	return false
 }
 
+// maxShift bounds the exponents Integral reckons with, past any number's
+// length (so that its arithmetic cannot overflow): a number of more digits
+// is no id anyone sends.
+const maxShift = 1 << 24
+
 // Integral reports whether num, a JSON number, is an integer: MCP's ids
 // and progress tokens are strings or integers (Parse takes any number, as
 // JSON-RPC does; the front door asks more of a client). 1e3 and 1.0 are (JSON
@@ -206,8 +211,13 @@ func Integral(num []byte) bool {
 	}
 	whole, frac, _ := strings.Cut(mant, ".")
 	digits := strings.TrimLeft(whole+strings.TrimRight(frac, "0"), "0")
-	if digits == "" {
+	switch {
+	case digits == "":
 		return true // zero
+	case exp > maxShift:
+		return true // more zeros than any fraction has digits
+	case exp < -maxShift:
+		return false // fewer trailing zeros than it would take
 	}
 	// The value is digits × 10^shift; with shift < 0, the digits' trailing
 	// zeros must make up for it.

@@ -28,7 +28,7 @@ type Config struct {
 
 	MaxMessageBytes int           // 0: 64 MiB; longer stdout lines are discarded
 	StderrLineBytes int           // 0: 16 KiB; longer stderr lines are logged in pieces
-	StderrRate      int           // 0: 200; stderr lines logged a second, in bursts of up to 10 times as many; negative: all
+	StderrRate      int           // 0: 200; stderr lines logged a second (at most 1,000,000), in bursts of up to 10 times as many; negative: all
 	StdinGrace      time.Duration // 0: 5s; how long Close waits after closing stdin before SIGTERM
 	TermGrace       time.Duration // 0: 5s; how long Close waits after SIGTERM before SIGKILL
 	WriteStall      time.Duration // 0: 30s; a write that makes no progress this long fails
@@ -292,8 +292,8 @@ func (p *Process) logStderr() {
 	br := bufio.NewReaderSize(p.stderr, p.cfg.StderrLineBytes)
 	log := p.log.With("stream", "stderr")
 	var limit *rate.Limiter // nil: every line is logged
-	if p.cfg.StderrRate > 0 {
-		limit = rate.NewLimiter(rate.Limit(p.cfg.StderrRate), 10*p.cfg.StderrRate)
+	if r := min(p.cfg.StderrRate, 1_000_000); r > 0 {
+		limit = rate.NewLimiter(rate.Limit(r), 10*r)
 	}
 	d := &droppedLines{log: log, rate: p.cfg.StderrRate}
 	defer d.tell()

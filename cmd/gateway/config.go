@@ -45,7 +45,7 @@ type Config struct {
 	MaxMessageBytes   int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB; at least 4096); longer ones are discarded and their call fails"`
 	MaxBodyBytes      int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB); larger ones get 413"`
 	StderrLineBytes   int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry; longer lines are split"`
-	StderrRate        int           `split_words:"true" default:"200" desc:"child stderr lines logged a second, per child, in bursts of up to ten times as many; more are drained and counted, and a warning says how many; 0: every line"`
+	StderrRate        int           `split_words:"true" default:"200" desc:"child stderr lines logged a second, per child (at most 1000000), in bursts of up to ten times as many; more are drained and counted, and a warning says how many; 0: every line"`
 	ChildWriteTimeout time.Duration `split_words:"true" default:"30s" desc:"a write to the child's stdin that makes no progress this long fails"`
 	ClientTimeout     time.Duration `split_words:"true" default:"30s" desc:"a request body must arrive within this, and a client that takes no answer bytes this long (up to an eighth more) is cut off (its call is cancelled)"`
 	SSEKeepAlive      time.Duration `split_words:"true" default:"15s" desc:"an SSE comment is sent on a quiet stream this often"`
@@ -125,15 +125,20 @@ func loadConfig() (Config, error) {
 		return cfg, err
 	}
 	// Each of these turns authentication on. Set with nothing in it (a
-	// Secret's key missing or empty, say), it would leave the gateway
-	// open where its operator meant it closed.
-	for name, empty := range map[string]bool{
+	// Secret's key missing or empty, say) while none of the others holds
+	// anything, it would leave the gateway open where its operator meant
+	// it closed. (A template that writes every variable, the unused ones
+	// empty, beside one that holds credentials, is fine.)
+	empty := map[string]bool{
 		"GATEWAY_AUTH_TOKENS":      len(trimList(cfg.AuthTokens)) == 0,
 		"GATEWAY_AUTH_TOKENS_FILE": strings.TrimSpace(cfg.AuthTokensFile) == "",
 		"GATEWAY_OAUTH_ISSUER":     strings.TrimSpace(cfg.OauthIssuer) == "",
-	} {
-		if _, set := os.LookupEnv(name); set && empty {
-			return cfg, fmt.Errorf("%s is set but empty, which would leave the gateway without the authentication it asks for; unset it to run without", name)
+	}
+	if empty["GATEWAY_AUTH_TOKENS"] && empty["GATEWAY_AUTH_TOKENS_FILE"] && empty["GATEWAY_OAUTH_ISSUER"] {
+		for _, name := range []string{"GATEWAY_AUTH_TOKENS", "GATEWAY_AUTH_TOKENS_FILE", "GATEWAY_OAUTH_ISSUER"} {
+			if _, set := os.LookupEnv(name); set {
+				return cfg, fmt.Errorf("%s is set but empty, and no other setting configures authentication: the gateway would run without the authentication it asks for; unset it to run without", name)
+			}
 		}
 	}
 	return cfg, cfg.validate()
@@ -180,8 +185,8 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))
 		}
 	}
-	if c.StderrRate < 0 {
-		errs = append(errs, fmt.Errorf("GATEWAY_STDERR_RATE must be 0 (every line) or more, not %d", c.StderrRate))
+	if c.StderrRate < 0 || c.StderrRate > 1_000_000 {
+		errs = append(errs, fmt.Errorf("GATEWAY_STDERR_RATE must be from 0 (every line) to 1000000, not %d", c.StderrRate))
 	}
 	if c.MaxMessageBytes > 0 && c.MaxMessageBytes < minMessageBytes {
 		errs = append(errs, fmt.Errorf("GATEWAY_MAX_MESSAGE_BYTES must be at least %d (the child's answer to the handshake must fit), not %d", minMessageBytes, c.MaxMessageBytes))

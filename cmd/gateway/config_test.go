@@ -82,7 +82,7 @@ func TestValidate(t *testing.T) {
 	t.Setenv("GATEWAY_STDERR_RATE", "-1")
 	_, err := loadConfig()
 	for _, want := range []string{"GATEWAY_LOG_LEVEL", "GATEWAY_RESTART_DELAY_MAX", "GATEWAY_MAX_BODY_BYTES", "GATEWAY_MAX_MESSAGE_BYTES must be at least",
-		"GATEWAY_RATE_BURST needs GATEWAY_RATE_LIMIT", "GATEWAY_WORKERS must be at most 256", "GATEWAY_STDERR_RATE must be 0"} {
+		"GATEWAY_RATE_BURST needs GATEWAY_RATE_LIMIT", "GATEWAY_WORKERS must be at most 256", "GATEWAY_STDERR_RATE must be from 0"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("loadConfig error %v does not mention %s", err, want)
 		}
@@ -105,6 +105,16 @@ func TestAuthenticationSetButEmpty(t *testing.T) {
 				t.Setenv(name, v)
 				if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), name+" is set but empty") {
 					t.Errorf("loadConfig: %v; want it refused", err)
+				}
+				// Beside a setting that holds credentials, an empty one is
+				// a template's unused variable.
+				other := "GATEWAY_AUTH_TOKENS"
+				if name == other {
+					other = "GATEWAY_OAUTH_ISSUER"
+				}
+				t.Setenv(other, map[string]string{"GATEWAY_AUTH_TOKENS": "ci:0123456789abcdef0123456789abcdef", "GATEWAY_OAUTH_ISSUER": "https://issuer.example"}[other])
+				if _, err := loadConfig(); err != nil && strings.Contains(err.Error(), "is set but empty") {
+					t.Errorf("with %s set: %v; want it taken", other, err)
 				}
 			})
 		}
