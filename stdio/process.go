@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Config says what to run and how to bound it. Zero values mean the
@@ -291,9 +289,9 @@ func (p *Process) logStderr() {
 	defer p.stderr.Close()
 	br := bufio.NewReaderSize(p.stderr, p.cfg.StderrLineBytes)
 	log := p.log.With("stream", "stderr")
-	var limit *rate.Limiter // nil: every line is logged
+	var limit *lineBudget // nil: every line is logged
 	if r := min(p.cfg.StderrRate, 1_000_000); r > 0 {
-		limit = rate.NewLimiter(rate.Limit(r), 10*r)
+		limit = &lineBudget{rate: float64(r), burst: float64(10 * r), tokens: float64(10 * r)}
 	}
 	d := &droppedLines{log: log, rate: p.cfg.StderrRate}
 	defer d.tell()
@@ -302,7 +300,7 @@ func (p *Process) logStderr() {
 		cut := errors.Is(err, bufio.ErrBufferFull)
 		switch text := trimEOL(line); {
 		case len(text) == 0:
-		case limit != nil && !limit.Allow():
+		case limit != nil && !limit.take(time.Now()):
 			d.add()
 		case cut:
 			// The rest of the line follows as the next entry.
@@ -314,6 +312,26 @@ func (p *Process) logStderr() {
 			return
 		}
 	}
+}
+
+// lineBudget is a token bucket of lines: rate a second, burst at once.
+// Only the goroutine that drains stderr uses it.
+type lineBudget struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+// take spends one line's token, if the budget has one now.
+func (b *lineBudget) take(now time.Time) bool {
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // droppedLines counts the stderr lines not logged, and tells the count a

@@ -766,3 +766,28 @@ func TestTryWriteMessage(t *testing.T) {
 		t.Fatalf("the line after: %q, %v", got, err)
 	}
 }
+
+// The budget gives its burst at once, then its rate.
+func TestLineBudget(t *testing.T) {
+	b := &lineBudget{rate: 2, burst: 20, tokens: 20}
+	t0 := time.Unix(1000, 0)
+	n := 0
+	for b.take(t0) {
+		n++
+	}
+	if n != 20 {
+		t.Fatalf("%d lines at once, want the burst of 20", n)
+	}
+	later := t0.Add(time.Second)
+	if !b.take(later) || !b.take(later) || b.take(later) {
+		t.Error("a second later the budget holds other than 2 lines")
+	}
+	// An hour later it holds no more than its burst.
+	n = 0
+	for b.take(later.Add(time.Hour)) {
+		n++
+	}
+	if n != 20 {
+		t.Errorf("%d lines an hour later, want the burst of 20", n)
+	}
+}
