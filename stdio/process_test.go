@@ -779,8 +779,12 @@ func TestLineBudget(t *testing.T) {
 		t.Fatalf("%d lines at once, want the burst of 20", n)
 	}
 	later := t0.Add(time.Second)
-	if !b.take(later) || !b.take(later) || b.take(later) {
-		t.Error("a second later the budget holds other than 2 lines")
+	var got []bool
+	for range 3 {
+		got = append(got, b.take(later))
+	}
+	if !slices.Equal(got, []bool{true, true, false}) {
+		t.Errorf("a second later: %v, want 2 lines", got)
 	}
 	// An hour later it holds no more than its burst.
 	n = 0
