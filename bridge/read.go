@@ -176,8 +176,8 @@ func (ch *child) badAnswer(raw []byte, why error) {
 // was done at the first report.
 func (ch *child) oversized(e SkippedMessage, again bool) {
 	_, h, tail := e.Skipped()
-	head, inHead := jsonrpc.PrefixMember(h, "id")
-	id, ok := head, inHead
+	id, inHead := jsonrpc.PrefixMember(h, "id")
+	ok := inHead
 	if !ok {
 		id, ok = jsonrpc.SuffixMember(tail, "id")
 	}

@@ -109,9 +109,8 @@ func (h *handlers) collect(w http.ResponseWriter, r *http.Request, method, membe
 			// would be saying what it did not.
 			spans, err := jsonrpc.Elements(list)
 			if err != nil {
-				p := newProblem(kindBadAnswer, http.StatusBadGateway, fmt.Sprintf("the server's %s result has %s that is not an array: %v", method, member, err))
-				p.Code = jsonrpc.CodeBadAnswer
-				return nil, p
+				return nil, problemFor(http.StatusBadGateway, jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer",
+					fmt.Sprintf("the server's %s result has %s that is not an array: %v", method, member, err)))
 			}
 			for _, sp := range spans {
 				items = append(items, list[sp.Start:sp.End])
@@ -291,9 +290,8 @@ func answerOf(resp []byte) ([]byte, *problem) {
 	}
 	if len(msg.Result) == 0 || msg.Result[0] != '{' {
 		// Every MCP result is an object; the REST API answers with it.
-		p := newProblem(kindBadAnswer, http.StatusBadGateway, "the server's result is not a JSON object: "+clip(string(msg.Result)))
-		p.Code = jsonrpc.CodeBadAnswer
-		return nil, p
+		return nil, problemFor(http.StatusBadGateway, jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer",
+			"the server's result is not a JSON object: "+clip(string(msg.Result))))
 	}
 	return msg.Result, nil
 }

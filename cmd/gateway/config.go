@@ -129,12 +129,7 @@ func loadConfig() (Config, error) {
 	// anything, it would leave the gateway open where its operator meant
 	// it closed. (A template that writes every variable, the unused ones
 	// empty, beside one that holds credentials, is fine.)
-	empty := map[string]bool{
-		"GATEWAY_AUTH_TOKENS":      len(trimList(cfg.AuthTokens)) == 0,
-		"GATEWAY_AUTH_TOKENS_FILE": strings.TrimSpace(cfg.AuthTokensFile) == "",
-		"GATEWAY_OAUTH_ISSUER":     strings.TrimSpace(cfg.OauthIssuer) == "",
-	}
-	if empty["GATEWAY_AUTH_TOKENS"] && empty["GATEWAY_AUTH_TOKENS_FILE"] && empty["GATEWAY_OAUTH_ISSUER"] {
+	if len(trimList(cfg.AuthTokens)) == 0 && strings.TrimSpace(cfg.AuthTokensFile) == "" && strings.TrimSpace(cfg.OauthIssuer) == "" {
 		for _, name := range []string{"GATEWAY_AUTH_TOKENS", "GATEWAY_AUTH_TOKENS_FILE", "GATEWAY_OAUTH_ISSUER"} {
 			if _, set := os.LookupEnv(name); set {
 				return cfg, fmt.Errorf("%s is set but empty, and no other setting configures authentication: the gateway would run without the authentication it asks for; unset it to run without", name)
