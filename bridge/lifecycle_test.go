@@ -229,7 +229,9 @@ func TestInitializeIsAnsweredByTheGateway(t *testing.T) {
 		want    map[string]string
 	}{
 		"legacy child": {era: EraLegacy, auto: autoReply{initialize: true}, version: "2025-06-18", want: map[string]string{
-			"protocolVersion": `"2025-06-18"`, "capabilities": `{"tools":{"listChanged":true},"resources":{"subscribe":true},"logging":{}}`,
+			// What the child offers, but for the notifications a 2025 client
+			// of the gateway would never receive.
+			"protocolVersion": `"2025-06-18"`, "capabilities": `{"tools":{"listChanged":false},"resources":{"subscribe":false},"logging":{}}`,
 			"serverInfo": `{"name":"fake","version":"1"}`, "instructions": `"be nice"`,
 		}},
 		"legacy child, unknown version": {era: EraLegacy, auto: autoReply{initialize: true}, version: "1999-01-01", want: map[string]string{

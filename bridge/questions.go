@@ -138,9 +138,16 @@ func (ch *child) question(m *jsonrpc.Message) {
 		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("the gateway does not serve %s to the child", m.Method))
 		return
 	}
-	ex := ch.onlyExchange()
-	if ex == nil {
-		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("no single call in flight whose client could answer %s", m.Method))
+	ex, n := ch.onlyExchange()
+	switch {
+	case n == 0:
+		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("no call is in flight, so no client can be asked %s", m.Method))
+		return
+	case ex == nil:
+		// Which client would see the question matters: it carries what
+		// the call that asks is about.
+		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("%d calls are in flight and stdio does not say which one asks %s: "+
+			"a client is asked only while its call is the only one in flight", n, m.Method))
 		return
 	}
 	ex.asked.Store(true)
@@ -249,8 +256,9 @@ func (c *call) inputResponse(key string) ([]byte, bool) {
 
 // onlyExchange is the exchange a question from the child belongs to, when
 // the gateway can tell: the one call in flight, or, with none, the one call
-// parked waiting for its client's answers. nil otherwise.
-func (ch *child) onlyExchange() *exchange {
+// parked waiting for its client's answers. nil otherwise, with how many
+// calls it could have been.
+func (ch *child) onlyExchange() (*exchange, int) {
 	var active, parked []*exchange
 	for _, ex := range ch.inFlight() {
 		if ex.internal || ex.method == mcp.MethodListen {
@@ -264,11 +272,11 @@ func (ch *child) onlyExchange() *exchange {
 	}
 	switch {
 	case len(active) == 1:
-		return active[0]
+		return active[0], 1
 	case len(active) == 0 && len(parked) == 1:
-		return parked[0]
+		return parked[0], 1
 	}
-	return nil
+	return nil, len(active) + len(parked)
 }
 
 // respond delivers a client's answer to the question it answers, and

@@ -222,10 +222,32 @@ func (m member) encode() []byte {
 // newest legacy revision otherwise).
 func InitializeResult(childResult []byte, asked string) []byte {
 	version := jsonrpc.Quote(Negotiated(asked))
+	edits := unheard(childResult, "capabilities")
 	if sp, ok, err := jsonrpc.Lookup(childResult, "protocolVersion"); ok && err == nil {
-		return jsonrpc.Splice(childResult, jsonrpc.Edit{Span: sp, New: version})
+		edits = append(edits, jsonrpc.Edit{Span: sp, New: version})
+	} else {
+		edits = append(edits, InsertMembers(childResult, jsonrpc.Span{Start: 0, End: len(childResult)}, append([]byte(`"protocolVersion":`), version...)))
 	}
-	return jsonrpc.Splice(childResult, InsertMembers(childResult, jsonrpc.Span{Start: 0, End: len(childResult)}, append([]byte(`"protocolVersion":`), version...)))
+	return jsonrpc.Splice(childResult, edits...)
+}
+
+// legacyUnheard are the capabilities whose notifications a 2025 client of
+// the gateway never receives: they would come on the GET stream, which
+// the gateway does not offer (the child is shared; a 2026-07-28 client
+// hears them on subscriptions/listen).
+var legacyUnheard = [...][2]string{{"tools", "listChanged"}, {"prompts", "listChanged"}, {"resources", "listChanged"}, {"resources", "subscribe"}}
+
+// unheard are the edits that make the server capabilities at path in obj
+// say false where a 2025 client would wait in vain (legacyUnheard).
+func unheard(obj []byte, path ...string) []jsonrpc.Edit {
+	var edits []jsonrpc.Edit
+	for _, c := range legacyUnheard {
+		sp, ok, err := jsonrpc.Lookup(obj, append(path[:len(path):len(path)], c[0], c[1])...)
+		if ok && err == nil && string(obj[sp.Start:sp.End]) != "false" {
+			edits = append(edits, jsonrpc.Edit{Span: sp, New: []byte("false")})
+		}
+	}
+	return edits
 }
 
 // InitializeFromDiscover answers a legacy client's initialize for a
@@ -239,10 +261,19 @@ func InitializeFromDiscover(discover []byte, asked string, gatewayInfo []byte) [
 	}
 	return object(
 		member{"protocolVersion", jsonrpc.Quote(Negotiated(asked))},
-		member{"capabilities", orEmpty(jsonrpc.Get(discover, "capabilities"))},
+		member{"capabilities", legacyCapabilities(jsonrpc.Get(discover, "capabilities"))},
 		member{"serverInfo", info},
 		member{"instructions", jsonrpc.Get(discover, "instructions")},
 	)
+}
+
+// legacyCapabilities are caps as a 2025 client of the gateway is told
+// them (see legacyUnheard).
+func legacyCapabilities(caps []byte) []byte {
+	if caps == nil {
+		return []byte("{}")
+	}
+	return jsonrpc.Splice(caps, unheard(caps)...)
 }
 
 // Negotiated is the legacy revision the gateway answers a client that

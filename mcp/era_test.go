@@ -109,7 +109,17 @@ func TestSynthesizedHandshakes(t *testing.T) {
 			`{"capabilities":{},"protocolVersion":"2025-11-25"}`},
 		{"initialize from a modern child",
 			string(InitializeFromDiscover([]byte(`{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"instructions":"hi","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m"}}}`), "2025-03-26", []byte(`{"name":"gw"}`))),
-			`{"protocolVersion":"2025-03-26","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"m"},"instructions":"hi"}`},
+			`{"protocolVersion":"2025-03-26","capabilities":{"tools":{"listChanged":false}},"serverInfo":{"name":"m"},"instructions":"hi"}`},
+		// A 2025 client would wait for these notifications on the GET
+		// stream, which the gateway does not offer.
+		{"initialize from a legacy child that offers notifications",
+			string(InitializeResult([]byte(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"prompts":{"listChanged":true},`+
+				`"resources":{"subscribe":true,"listChanged":1},"logging":{"listChanged":true}},"serverInfo":{"name":"s"}}`), "2025-06-18")),
+			`{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":false},"prompts":{"listChanged":false},` +
+				`"resources":{"subscribe":false,"listChanged":false},"logging":{"listChanged":true}},"serverInfo":{"name":"s"}}`},
+		{"initialize from a modern child that offers notifications",
+			string(InitializeFromDiscover([]byte(`{"capabilities":{"resources":{"subscribe":true,"listChanged":false},"prompts":{}}}`), "2025-11-25", []byte(`{"name":"gw"}`))),
+			`{"protocolVersion":"2025-11-25","capabilities":{"resources":{"subscribe":false,"listChanged":false},"prompts":{}},"serverInfo":{"name":"gw"}}`},
 		{"initialize from a modern child that names no server",
 			string(InitializeFromDiscover([]byte(`{}`), "", []byte(`{"name":"gw"}`))),
 			`{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"gw"}}`},
