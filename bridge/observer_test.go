@@ -249,3 +249,44 @@ func TestProgressBehindALogIsDropped(t *testing.T) {
 		t.Errorf("queued %q", notes)
 	}
 }
+
+// A tools/call whose Mcp-Param headers cannot be checked for want of the
+// tool list is refused before it is made: the lookup's error is its
+// ending, told once; a lookup that succeeds tells nothing (the call it
+// precedes is told when it ends).
+func TestObserverIsToldOfAToolHeadersFailure(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	opts := legacy()
+	opts.Observer = rec
+	w := newWorld(t, opts, autoReply{initialize: true})
+	child := w.child()
+	got := make(chan error, 1)
+	lookup := func() {
+		go func() {
+			_, err := w.b.ToolHeaders(context.Background(), "deploy")
+			got <- err
+		}()
+	}
+	lookup()
+	list := child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, list.ID)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	rec.expectEndings(t, "a lookup that succeeded", map[Ending]int{})
+
+	child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"ping2"}`) // the change is seen once this is
+	m := child.expect("ping2")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	c.wait()
+	lookup()
+	list = child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":"not a list"}}`, list.ID)
+	err := <-got
+	if err == nil {
+		t.Fatal("a lookup on a list that is not one succeeded")
+	}
+	rec.expectEndings(t, "a lookup on a list that is not one", map[Ending]int{{Outcome: OutcomeOK}: 1, {Outcome: OutcomeBadAnswer}: 1})
+}

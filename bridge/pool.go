@@ -301,12 +301,19 @@ func (b *Bridge) Respond(ctx context.Context, m *jsonrpc.Message) error {
 }
 
 // ToolHeaders reads the x-mcp-header annotations of a tool from a ready
-// worker: the workers run the same server.
+// worker: the workers run the same server. It is asked for a tools/call
+// before the call is made, and a call whose headers cannot be checked is
+// refused: an error here is that call's ending, and is observed as Call
+// would have observed it.
 func (b *Bridge) ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error) {
 	b.mu.Lock()
 	w := b.pickLocked(false)
 	b.mu.Unlock()
-	return w.toolHeaders(ctx, tool)
+	h, err := w.toolHeaders(ctx, tool)
+	if err != nil {
+		b.opts.Observer.CallEnded(endingOf(err, false))
+	}
+	return h, err
 }
 
 // Tools returns the child's tools, all pages, from a ready worker: fetched

@@ -198,8 +198,8 @@ func TestDNSRebindingProtection(t *testing.T) {
 }
 
 // A tool list the Mcp-Param headers cannot be checked against fails the
-// call for the reason the list failed: no child serving is told as any
-// call is told it, a list over the size limit is the child's answer's
+// call for the reason the list failed: no child serving, or the gateway
+// stopping, is told as any call is told it, a list over the size limit is the child's answer's
 // fault (502), not a child that comes back in a second.
 func TestParamHeadersWithoutTheList(t *testing.T) {
 	t.Parallel()
@@ -212,6 +212,8 @@ func TestParamHeadersWithoutTheList(t *testing.T) {
 	}{
 		{"no child", jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable", "the child is not serving (it stopped); it is being restarted"),
 			503, jsonrpc.CodeUnavailable, `"the child is not serving (it stopped); it is being restarted"`},
+		{"stopping", jsonrpc.GatewayError(jsonrpc.CodeShutdown, "shutting_down", "the gateway is shutting down"),
+			503, jsonrpc.CodeShutdown, `"message":"the gateway is shutting down"`},
 		{"too large", fmt.Errorf("tools/list: %w", jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large", "the child's response (7843 bytes) exceeded the gateway's message size limit")),
 			502, jsonrpc.CodeTooLarge, "the Mcp-Param headers cannot be checked: the child's response (7843 bytes)"},
 		{"the child's error", &bridge.ListError{Method: "tools/list", Raw: []byte(`{"code":-32601,"message":"no tools"}`)},

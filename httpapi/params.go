@@ -26,9 +26,9 @@ func (h *handlers) checkParamHeaders(r *http.Request, req *mcp.Request) *rpcFail
 		h.log.WarnContext(r.Context(), "cannot check Mcp-Param headers: the tool list is unavailable", "tool", tool, "err", err)
 		var e *jsonrpc.Error
 		switch {
-		case errors.As(err, &e) && e.Code == jsonrpc.CodeUnavailable:
-			// No child serving: the call is told so as any call is, in
-			// the words REST uses too.
+		case errors.As(err, &e) && (e.Code == jsonrpc.CodeUnavailable || e.Code == jsonrpc.CodeShutdown):
+			// No child serving, or the gateway stopping: the call is told
+			// so as any call is, in the words REST uses too.
 			return &rpcFailure{statusFor(e.Code), e}
 		case errors.As(err, &e) && e.Code != jsonrpc.CodeInternalError:
 			// The gateway's reason (an answer over the size limit, a
