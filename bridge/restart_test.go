@@ -9,8 +9,9 @@ import (
 )
 
 // A child that keeps failing is started again after delays that double up
-// to the cap, never in a hot loop; one that served for a good while is
-// started again after the shortest delay.
+// to the cap, never in a hot loop; one that served for a good while (at
+// least 10 s, and four times the delay it was started after) is started
+// again after the shortest delay.
 func TestRestartsBackOff(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -46,6 +47,20 @@ func TestRestartsBackOff(t *testing.T) {
 		child.exit()
 		if gap := (<-starts).Sub(exited); gap != time.Second {
 			t.Errorf("a child that served a minute was started again after %v, want 1s", gap)
+		}
+		// Each child started after 1 s serves a while, then exits: 15 s is
+		// a good while; 5 s and 9 s are not, and the delay doubles.
+		for _, tt := range []struct{ served, want time.Duration }{{15, 1}, {5, 2}, {9, 4}} {
+			child = <-w.children
+			if err := w.b.WaitReady(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(tt.served * time.Second)
+			exited = time.Now()
+			child.exit()
+			if gap := (<-starts).Sub(exited); gap != tt.want*time.Second {
+				t.Errorf("a child that served %v was started again after %v, want %v", tt.served*time.Second, gap, tt.want*time.Second)
+			}
 		}
 		defer (<-w.children).exit()
 		if err := w.b.WaitReady(context.Background()); err != nil {

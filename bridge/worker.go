@@ -50,12 +50,17 @@ func (w *worker) launch() {
 	go w.run(ctx)
 }
 
+// minServed is the least a child must have run for its restart to come
+// after the shortest delay (see run).
+const minServed = 10 * time.Second
+
 // run keeps a child running. The delay doubles after each quick failure,
 // so a child that cannot start is never restarted in a hot loop.
 func (w *worker) run(ctx context.Context) {
 	defer close(w.runDone)
 	opts := &w.b.opts
 	delay := opts.RestartMin
+	var waited time.Duration // the delay the child now starting was started after
 	for {
 		began := time.Now()
 		w.setStarting(true)
@@ -86,8 +91,12 @@ func (w *worker) run(ctx context.Context) {
 		}
 		// A child that served for a good while earns a quick restart, and so
 		// does one that only exited because it was probed: it is started
-		// again as legacy.
-		if time.Since(began) > 4*opts.RestartMax || errors.Is(err, errExitedOnProbe) {
+		// again as legacy. A good while is long against the delay it was
+		// started after, so that one failing soon after each start still
+		// backs off to the cap, and at least minServed, so that one failing
+		// seconds in is not started again every few seconds; a child that
+		// fails once a minute is restarted at once each time.
+		if time.Since(began) >= max(minServed, 4*waited) || errors.Is(err, errExitedOnProbe) {
 			delay = opts.RestartMin
 		}
 		if errors.Is(err, errExitedOnProbe) {
@@ -101,7 +110,7 @@ func (w *worker) run(ctx context.Context) {
 			t.Stop()
 			return
 		}
-		delay = min(2*delay, opts.RestartMax)
+		waited, delay = delay, min(2*delay, opts.RestartMax)
 		w.restarts.Add(1)
 		w.b.restarts.Add(1)
 		w.b.stateChanged()
