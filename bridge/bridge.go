@@ -114,7 +114,7 @@ type Options struct {
 	Workers      int           // 0: 1; children run at once, each with its own worker
 	MaxInFlight  int           // 0: 64; calls in flight per worker
 	QueueSize    int           // 0: 256; calls waiting for a free worker; negative: none wait
-	QueueTimeout time.Duration // 0: 30s; the longest a call waits for a free worker
+	QueueTimeout time.Duration // 0: 30s; the longest a call waits for a free worker, or for its worker's child to start
 	MaxListens   int           // 0: 1024; open listens across workers
 
 	// StateKey signs the requestState of calls parked for their client's

@@ -607,3 +607,36 @@ func TestHandshakeTimeoutIsExplained(t *testing.T) {
 		}
 	})
 }
+
+// A child slower to start than the queue timeout: calls that wait for it
+// are refused once the queue timeout has passed, as calls waiting in the
+// queue are, and the calls after it, once it is ready, are served.
+func TestAStartingChildIsWaitedForAtMostTheQueueTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, QueueTimeout: 3 * time.Second, HandshakeTimeout: time.Minute}))
+		defer w.b.Close(context.Background())
+		child := <-w.children
+		defer child.exit()
+		start := time.Now()
+		_, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{})
+		if code := gatewayCode(t, err); code != jsonrpc.CodeUnavailable || !strings.Contains(err.Error(), "starting and was not ready within 3s") {
+			t.Errorf("the waiting call ended with %v", err)
+		}
+		if waited := time.Since(start); waited != 3*time.Second {
+			t.Errorf("the call waited %v, want the queue timeout", waited)
+		}
+		init := <-child.got // next() passes over the handshake
+		if init.Method != "initialize" {
+			t.Fatalf("the child's first message is %s, want initialize", init.Raw)
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"slow","version":"1"}}}`, init.ID)
+		c := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/call"}`)
+		m := child.expect("tools/call")
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+		if _, err := c.wait(); err != nil {
+			t.Errorf("a call once the child was ready: %v", err)
+		}
+	})
+}

@@ -61,11 +61,12 @@ func (b *Bridge) route(ctx context.Context, req *mcp.Request, caller Caller) (Ca
 	if req.Method == mcp.MethodListen {
 		return b.listen(ctx, req, caller)
 	}
+	queued := time.Now()
 	w, s, err := b.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return w.call(ctx, req, caller, s)
+	return w.call(ctx, req, caller, s, queued)
 }
 
 // A slot is a place a call holds until it ends: one of a worker's
@@ -106,7 +107,7 @@ func (b *Bridge) listen(ctx context.Context, req *mcp.Request, caller Caller) (C
 	b.listens++
 	w := b.pickLocked(false)
 	b.mu.Unlock()
-	return w.call(ctx, req, caller, &slot{b: b})
+	return w.call(ctx, req, caller, &slot{b: b}, time.Now())
 }
 
 // acquire takes a slot on the least loaded worker that has one, waiting in

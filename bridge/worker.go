@@ -201,8 +201,12 @@ func (w *worker) status() (ready, starting bool) {
 }
 
 // readyChild returns the current child once its handshake is done. It
-// waits while a child is starting; with no child at all it fails at once.
-func (w *worker) readyChild(ctx context.Context) (*child, error) {
+// waits while a child is starting, until the queue timeout has passed
+// since queued (the time the client began to wait: a child that takes long
+// to start is a wait for capacity like the queue's); with no child at all
+// it fails at once.
+func (w *worker) readyChild(ctx context.Context, queued time.Time) (*child, error) {
+	var expired <-chan time.Time
 	for {
 		w.mu.Lock()
 		ch, changed, closed, starting, ready, why := w.cur, w.changed, w.closed, w.starting, w.readyLocked(), w.why
@@ -220,10 +224,18 @@ func (w *worker) readyChild(ctx context.Context) (*child, error) {
 		case !starting:
 			return nil, errUnavailable("the child is not serving; it is being restarted")
 		}
+		if expired == nil {
+			// Made only now: a call to a ready child never waits.
+			t := time.NewTimer(time.Until(queued.Add(w.b.opts.QueueTimeout)))
+			defer t.Stop()
+			expired = t.C
+		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
 			return nil, ctxEnding(ctx)
+		case <-expired:
+			return nil, errUnavailable(fmt.Sprintf("the child is starting and was not ready within %v; try again later", w.b.opts.QueueTimeout))
 		}
 	}
 }
@@ -250,8 +262,8 @@ func (w *worker) close(ctx context.Context) {
 
 // call serves a client's request on the current child, holding s, which
 // it releases when the request ends (or at once, when it fails).
-func (w *worker) call(ctx context.Context, req *mcp.Request, caller Caller, s *slot) (*call, error) {
-	ch, err := w.readyChild(ctx)
+func (w *worker) call(ctx context.Context, req *mcp.Request, caller Caller, s *slot, queued time.Time) (*call, error) {
+	ch, err := w.readyChild(ctx, queued)
 	if err != nil {
 		s.release()
 		return nil, err
@@ -292,7 +304,7 @@ func (w *worker) notify(ctx context.Context, n *jsonrpc.Message) error {
 		w.log.Debug("absorbed a client notification", "method", n.Method)
 		return nil
 	}
-	ch, err := w.readyChild(ctx)
+	ch, err := w.readyChild(ctx, time.Now())
 	if err != nil {
 		return err
 	}
@@ -315,7 +327,7 @@ func (w *worker) notify(ctx context.Context, n *jsonrpc.Message) error {
 
 // toolHeaders returns the x-mcp-header annotations of the child's tool.
 func (w *worker) toolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeader, error) {
-	ch, err := w.readyChild(ctx)
+	ch, err := w.readyChild(ctx, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +340,7 @@ func (w *worker) toolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeade
 
 // toolList returns the child's tools.
 func (w *worker) toolList(ctx context.Context) (*ToolList, error) {
-	ch, err := w.readyChild(ctx)
+	ch, err := w.readyChild(ctx, time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ type Config struct {
 
 	MaxInFlight  int           `split_words:"true" default:"64" desc:"calls in flight per child; more wait in the queue"`
 	QueueSize    int           `split_words:"true" default:"256" desc:"calls waiting for a free child; beyond it calls are refused at once (503, -32003); 0: none wait"`
-	QueueTimeout time.Duration `split_words:"true" default:"30s" desc:"the longest a call waits in the queue before it is refused"`
+	QueueTimeout time.Duration `split_words:"true" default:"30s" desc:"the longest a call waits in the queue, or for a child that is starting, before it is refused"`
 	MaxListens   int           `split_words:"true" default:"1024" desc:"subscriptions/listen streams open at once, across children; beyond it a listen is refused at once (503, -32003)"`
 
 	CallIdleTimeout  time.Duration `split_words:"true" default:"5m" desc:"a call with no response and no progress for this long times out (the child is told to cancel)"`
