@@ -297,12 +297,38 @@ func DiscoverFromInitialize(initResult []byte) []byte {
 	return object(
 		member{"resultType", jsonrpc.Quote(ResultComplete)},
 		member{"supportedVersions", []byte(`["` + Modern + `"]`)},
-		member{"capabilities", orEmpty(jsonrpc.Get(initResult, "capabilities"))},
+		member{"capabilities", modernCapabilities(jsonrpc.Get(initResult, "capabilities"))},
 		member{"instructions", jsonrpc.Get(initResult, "instructions")},
 		member{"ttlMs", []byte("0")},
 		member{"cacheScope", []byte(`"private"`)},
 		member{"_meta", meta},
 	)
+}
+
+// modernCapabilities are a legacy child's capabilities as a 2026-07-28
+// client is told them: all but 2025-11-25's tasks, which 2026-07-28 moved
+// to an extension with other methods and shapes (a server "MUST NOT treat
+// this capability as enabling tasks" across the two, SEP-2663), and which
+// the gateway does not translate.
+func modernCapabilities(caps []byte) []byte {
+	if caps == nil {
+		return []byte("{}")
+	}
+	members, err := jsonrpc.Members(caps)
+	if err != nil {
+		return caps
+	}
+	var kept []member
+	for _, m := range members {
+		if m.Key == "tasks" {
+			continue
+		}
+		kept = append(kept, member{m.Key, caps[m.Value.Start:m.Value.End]})
+	}
+	if len(kept) == len(members) {
+		return caps // as the child wrote it
+	}
+	return object(kept...)
 }
 
 // InputRequest is one question in an InputRequiredResult, under its key.

@@ -79,7 +79,10 @@ func IsTaskMethod(method string) bool {
 // request for it is refused even though a legacy child would serve it.
 func RemovedInModern(method string) bool {
 	switch method {
-	case MethodInitialize, MethodPing, MethodSetLevel, MethodSubscribe, MethodUnsubscribe:
+	case MethodInitialize, MethodPing, MethodSetLevel, MethodSubscribe, MethodUnsubscribe,
+		// 2025-11-25's tasks: the tasks extension keeps get, update and
+		// cancel, and has no list and no blocking result.
+		MethodTasksList, MethodTasksResult:
 		return true
 	}
 	return false
