@@ -37,7 +37,9 @@ type child struct {
 	listeners  []*call         // listens built on a legacy child
 	subscribed map[string]int  // a legacy child's resources with listeners, by listener count
 	onChild    map[string]bool // the resources the child was last told to subscribe to
-	syncing    map[string]bool // the resources whose subscription is being brought in line
+	syncing    map[string]bool // the resources whose subscription is being brought in line: queued or being synced
+	toSync     []string        // the resources queued for a syncer, in the order their listeners changed
+	syncers    int             // the goroutines bringing subscriptions in line (at most maxSyncers)
 	logLevel   string          // the level last set on a legacy child; "" for its default
 
 	// The exchanges that ended last, for what an answer to one of them

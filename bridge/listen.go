@@ -36,10 +36,10 @@ func (ch *child) listenLegacy(ctx context.Context, req *mcp.Request, caller Call
 	}
 	c := ch.newCall(ctx, callSpec{req: req, caller: caller, slot: s, listen: &honored, onEnd: ch.unlisten})
 	ch.listeners = append(ch.listeners, c)
-	changed := ch.countLocked(honored.ResourceSubscriptions, +1)
+	more := ch.countLocked(honored.ResourceSubscriptions, +1)
 	ch.mu.Unlock()
 	c.box.note(mcp.Acknowledged(req.ID, honored), noteAsk)
-	ch.syncSubscriptions(changed)
+	ch.startSyncers(more)
 	return c, nil
 }
 
@@ -52,17 +52,24 @@ func (ch *child) unlisten(c *call) {
 		return // ended with the child, and its subscriptions with it
 	}
 	ch.listeners = slices.Delete(ch.listeners, i, i+1)
-	changed := ch.countLocked(c.listen.ResourceSubscriptions, -1)
+	more := ch.countLocked(c.listen.ResourceSubscriptions, -1)
 	ch.mu.Unlock()
-	ch.syncSubscriptions(changed)
+	ch.startSyncers(more)
 }
 
+// maxSyncers bounds the goroutines, and the requests of the gateway's own
+// on the child, that bring a legacy child's subscriptions in line: clients
+// that open and close listens faster than the child answers make the
+// queue of resources longer (each at most once in it), not the number of
+// requests waiting on the child.
+const maxSyncers = 4
+
 // countLocked counts the listeners of resources: a legacy child is
-// subscribed to a resource while at least one listener wants it. It
-// returns the resources whose subscription on the child must be brought in
-// line. ch.mu is held.
-func (ch *child) countLocked(uris []string, delta int) []string {
-	var changed []string
+// subscribed to a resource while at least one listener wants it. The
+// resources whose subscription on the child must be brought in line are
+// queued for the syncers; it returns how many more syncers to start. ch.mu
+// is held.
+func (ch *child) countLocked(uris []string, delta int) int {
 	for _, uri := range uris {
 		if n := ch.subscribed[uri] + delta; n > 0 {
 			ch.subscribed[uri] = n
@@ -71,25 +78,47 @@ func (ch *child) countLocked(uris []string, delta int) []string {
 		}
 		if !ch.syncing[uri] {
 			ch.syncing[uri] = true
-			changed = append(changed, uri)
+			ch.toSync = append(ch.toSync, uri)
 		}
 	}
-	return changed
+	// A syncer takes from the queue until it is empty, so one is started
+	// only where a queued resource would find none free to take it.
+	more := max(0, min(len(ch.toSync), maxSyncers)-ch.syncers)
+	ch.syncers += more
+	return more
 }
 
-// syncSubscriptions brings the child's subscriptions to these resources in
-// line with their listeners, in the background.
-func (ch *child) syncSubscriptions(uris []string) {
-	for _, uri := range uris {
-		ch.w.bg.spawn(func() { ch.syncSubscription(uri) })
+// startSyncers starts n syncers in the background.
+func (ch *child) startSyncers(n int) {
+	for range n {
+		ch.w.bg.spawn(ch.syncQueued)
+	}
+}
+
+// syncQueued brings the queued resources' subscriptions in line, one at a
+// time, until the queue is empty.
+func (ch *child) syncQueued() {
+	for {
+		ch.mu.Lock()
+		if len(ch.toSync) == 0 {
+			ch.syncers--
+			ch.toSync = nil // its array may have grown large under churn
+			ch.mu.Unlock()
+			return
+		}
+		uri := ch.toSync[0]
+		ch.toSync = ch.toSync[1:]
+		ch.mu.Unlock()
+		ch.syncSubscription(uri)
 	}
 }
 
 // syncSubscription subscribes the child to the resource, or unsubscribes
 // it, until what it was last told matches whether anyone listens. One runs
-// per resource at a time, so the child's subscribe and unsubscribe cannot
-// overtake each other; the child's answers are not waited for beyond a
-// bound, and a failure is logged.
+// per resource at a time (a resource is queued once until it is synced),
+// so the child's subscribe and unsubscribe cannot overtake each other; the
+// child's answers are not waited for beyond a bound, and a failure is
+// logged.
 func (ch *child) syncSubscription(uri string) {
 	params := append(append([]byte(`{"uri":`), jsonrpc.Quote(uri)...), '}')
 	for {

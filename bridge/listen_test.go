@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
@@ -182,7 +186,7 @@ func TestSubscriptionFollowsItsListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := w.currentChild()
-	count := func(delta int) []string {
+	count := func(delta int) int {
 		ch.mu.Lock()
 		defer ch.mu.Unlock()
 		return ch.countLocked([]string{"r"}, delta)
@@ -193,13 +197,13 @@ func TestSubscriptionFollowsItsListeners(t *testing.T) {
 		return ch.subscribed["r"], ch.onChild["r"], ch.syncing["r"]
 	}
 	// Comes and goes before the sync runs: nothing is sent.
-	if changed := count(+1); len(changed) != 1 {
-		t.Fatalf("the first listener started no sync: %v", changed)
+	if more := count(+1); more != 1 {
+		t.Fatalf("the first listener started %d syncers, want 1", more)
 	}
-	if changed := count(-1); len(changed) != 0 {
-		t.Fatalf("a second sync started beside the first: %v", changed)
+	if more := count(-1); more != 0 {
+		t.Fatalf("a second syncer started beside the first: %d", more)
 	}
-	ch.syncSubscription("r")
+	ch.syncQueued()
 	if n, on, syncing := state(); n != 0 || on || syncing {
 		t.Errorf("after a listener came and went: %d listeners, on the child %v, syncing %v", n, on, syncing)
 	}
@@ -209,7 +213,7 @@ func TestSubscriptionFollowsItsListeners(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ch.syncSubscription("r")
+		ch.syncQueued()
 	}()
 	sub := child.expect("resources/subscribe")
 	count(-1)
@@ -220,4 +224,71 @@ func TestSubscriptionFollowsItsListeners(t *testing.T) {
 	if n, on, syncing := state(); n != 0 || on || syncing {
 		t.Errorf("after a listener left while the child was told: %d listeners, on the child %v, syncing %v", n, on, syncing)
 	}
+}
+
+// Listens that come and go faster than a legacy child answers keep at
+// most maxSyncers of the gateway's own requests waiting on the child,
+// however many resources they name: the rest wait in a queue, each once,
+// and a resource whose listener left before its turn costs the child
+// nothing. Once the child answers, the queue drains and the child is left
+// subscribed to nothing.
+func TestSubscriptionChurnIsBounded(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+		w.b = New(w.start, strict(t, legacy()))
+		defer w.b.Close(context.Background())
+		child := <-w.children
+		defer child.exit()
+		if err := w.b.WaitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// What the child has been sent and not answered.
+		unanswered := func() []*jsonrpc.Message {
+			synctest.Wait()
+			var batch []*jsonrpc.Message
+			for len(child.got) > 0 {
+				if m := <-child.got; m.Method != "initialize" && m.Method != "notifications/initialized" {
+					batch = append(batch, m)
+				}
+			}
+			if len(batch) > maxSyncers {
+				t.Fatalf("%d requests waited on the child at once, want at most %d", len(batch), maxSyncers)
+			}
+			return batch
+		}
+		const listens = 40
+		var leave []context.CancelFunc
+		var ls []*call
+		for i := range listens {
+			ctx, cancel := context.WithCancel(context.Background())
+			l := listen(t, w, ctx, strconv.Itoa(i+1), fmt.Sprintf(`{"resourceSubscriptions":["file:///r%d"]}`, i))
+			nextNote(t, l) // its acknowledgement
+			leave, ls = append(leave, cancel), append(ls, l)
+		}
+		first := unanswered()
+		for i, l := range ls {
+			leave[i]()
+			l.wait()
+		}
+		asked := map[string]int{}
+		for batch := first; len(batch) > 0; batch = unanswered() {
+			for _, m := range batch {
+				asked[m.Method]++
+				child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+			}
+		}
+		// The first syncers had taken a resource each when the listeners
+		// left: subscribed, then unsubscribed. The others cost nothing.
+		if want := map[string]int{"resources/subscribe": maxSyncers, "resources/unsubscribe": maxSyncers}; !maps.Equal(asked, want) {
+			t.Errorf("the child was asked %v, want %v", asked, want)
+		}
+		ch := w.currentChild()
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		if len(ch.subscribed) != 0 || len(ch.onChild) != 0 || len(ch.syncing) != 0 || len(ch.toSync) != 0 || ch.syncers != 0 {
+			t.Errorf("after the churn: %d resources listened to, %d subscribed on the child, %d syncing, %d queued, %d syncers",
+				len(ch.subscribed), len(ch.onChild), len(ch.syncing), len(ch.toSync), ch.syncers)
+		}
+	})
 }
