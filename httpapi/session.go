@@ -38,7 +38,12 @@ type sessions struct {
 	mu      sync.Mutex
 	records map[string]*record   // by nonce
 	ended   map[string]time.Time // sessions ended here by DELETE, by nonce, with their expiry
+	swept   time.Time            // when what expired was last forgotten (see sweepLocked)
 }
+
+// sweepEvery is how often what has expired is forgotten while records are
+// made; a scrape of the metrics forgets it too.
+const sweepEvery = time.Minute
 
 // record is what one replica holds for a session. Guarded by sessions.mu.
 type record struct {
@@ -111,27 +116,41 @@ func (ss *sessions) recordLocked(c claims) *record {
 		return rec
 	}
 	now := time.Now()
+	if len(ss.records) >= ss.max || now.Sub(ss.swept) >= sweepEvery {
+		ss.sweepLocked(now)
+	}
 	if len(ss.records) >= ss.max {
 		var oldest string
 		for nonce, rec := range ss.records {
-			if !now.Before(rec.expires) && !rec.busy() {
-				delete(ss.records, nonce) // the id is refused anyway
-				continue
-			}
 			if !rec.busy() && (oldest == "" || rec.used.Before(ss.records[oldest].used)) {
 				oldest = nonce
 			}
 		}
-		if len(ss.records) >= ss.max {
-			if oldest == "" {
-				return nil
-			}
-			delete(ss.records, oldest)
+		if oldest == "" {
+			return nil
 		}
+		delete(ss.records, oldest)
 	}
 	rec := &record{calls: map[string]bridge.Call{}, expires: c.expires, used: now}
 	ss.records[c.nonce] = rec
 	return rec
+}
+
+// sweepLocked forgets what has expired: the records with no call in
+// flight (a log level set on one is of no use, the id being refused) and
+// the ends kept for ids that are refused anyway.
+func (ss *sessions) sweepLocked(now time.Time) {
+	ss.swept = now
+	for nonce, rec := range ss.records {
+		if !now.Before(rec.expires) && !rec.busy() {
+			delete(ss.records, nonce)
+		}
+	}
+	for nonce, exp := range ss.ended {
+		if !now.Before(exp) {
+			delete(ss.ended, nonce)
+		}
+	}
 }
 
 // dropLocked forgets a record that holds nothing any more.
@@ -152,6 +171,7 @@ func (ss *sessions) shouldWarn(now time.Time) bool {
 func (ss *sessions) live() int {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.sweepLocked(time.Now())
 	return len(ss.records)
 }
 
@@ -172,13 +192,8 @@ func (ss *sessions) end(id, owner string) error {
 		return errOtherCaller
 	}
 	ss.mu.Lock()
-	if len(ss.ended) >= ss.max {
-		now := time.Now()
-		for nonce, exp := range ss.ended {
-			if !now.Before(exp) {
-				delete(ss.ended, nonce) // the id is refused anyway
-			}
-		}
+	if now := time.Now(); len(ss.ended) >= ss.max || now.Sub(ss.swept) >= sweepEvery {
+		ss.sweepLocked(now)
 	}
 	if len(ss.ended) >= ss.max {
 		ss.mu.Unlock()

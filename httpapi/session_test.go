@@ -486,3 +486,55 @@ func TestSessionKeyBeingChanged(t *testing.T) {
 		t.Errorf("a replica that no longer accepts the old key opened its id: %v", err)
 	}
 }
+
+// What has expired is forgotten without the table filling up first: a
+// record that only held a log level, and the end of a session, once their
+// ids are refused anyway (seen in gateway_sessions_live at the next
+// scrape, and at the latest a minute later by a replica making records).
+func TestExpiredSessionRecordsAreForgotten(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ss := newSessions([]byte("a key for the session tests, 32+"), time.Hour, 100)
+		var sids []string
+		for range 10 {
+			sid, f := ss.create("2025-11-25", "", nil, nil)
+			if f != nil {
+				t.Fatal(f.err)
+			}
+			s, err := ss.open(sid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, f := s.setLogLevel("debug"); f != nil {
+				t.Fatal(f.err)
+			}
+			sids = append(sids, sid)
+		}
+		if err := ss.end(sids[0], ""); err != nil {
+			t.Fatal(err)
+		}
+		if n := ss.live(); n != 9 {
+			t.Fatalf("%d records live, want 9 (one session ended)", n)
+		}
+		time.Sleep(time.Hour)
+		if n := ss.live(); n != 0 {
+			t.Errorf("%d records live once every session expired, want 0", n)
+		}
+		// A replica making records forgets them too, without a scrape.
+		for range 3 {
+			sid, _ := ss.create("2025-11-25", "", nil, nil)
+			s, _ := ss.open(sid)
+			s.setLogLevel("info")
+		}
+		time.Sleep(time.Hour + time.Minute)
+		sid, _ := ss.create("2025-11-25", "", nil, nil)
+		s, _ := ss.open(sid)
+		s.setLogLevel("info")
+		ss.mu.Lock()
+		records, ended := len(ss.records), len(ss.ended)
+		ss.mu.Unlock()
+		if records != 1 || ended != 0 {
+			t.Errorf("after the others expired, a new record found %d records and %d ends kept, want 1 and 0", records, ended)
+		}
+	})
+}
