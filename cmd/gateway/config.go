@@ -80,12 +80,12 @@ type Config struct {
 	OauthAlgorithms []string      `split_words:"true" default:"RS256,ES256" desc:"JWS algorithms accepted (asymmetric only)"`
 	OauthLeeway     time.Duration `split_words:"true" default:"30s" desc:"clock skew allowed on a token's exp, nbf and iat"`
 	OauthScopes     []string      `split_words:"true" desc:"scopes_supported in the Protected Resource Metadata, comma-separated"`
-	RequireAuth     bool          `split_words:"true" desc:"refuse to start on a non-loopback address with no authentication configured (otherwise a warning)"`
-	AuthMetrics     bool          `split_words:"true" desc:"/metrics on GATEWAY_ADDR needs credentials too"`
+	RequireAuth     bool          `split_words:"true" default:"false" desc:"refuse to start on a non-loopback address with no authentication configured (otherwise a warning)"`
+	AuthMetrics     bool          `split_words:"true" default:"false" desc:"/metrics on GATEWAY_ADDR needs credentials too"`
 
-	RateLimit           float64       `split_words:"true" desc:"calls per client per second (a token bucket; a client is its token's name, or its address); 0: no limit"`
-	RateBurst           int           `split_words:"true" desc:"calls a client may make at once before the rate applies (needs GATEWAY_RATE_LIMIT); 0: the rate rounded up"`
-	MaxStreamsPerClient int           `split_words:"true" desc:"requests one client may have open at once on /mcp, so that one client cannot take every slot (behind a proxy, set GATEWAY_TRUSTED_PROXIES, or every client is the proxy); 0: no limit"`
+	RateLimit           float64       `split_words:"true" default:"0" desc:"calls per client per second (a token bucket; a client is its token's name, or its address); 0: no limit"`
+	RateBurst           int           `split_words:"true" default:"0" desc:"calls a client may make at once before the rate applies (needs GATEWAY_RATE_LIMIT); 0: the rate rounded up"`
+	MaxStreamsPerClient int           `split_words:"true" default:"0" desc:"requests one client may have open at once on /mcp and /v1, so that one client cannot take every slot (behind a proxy, set GATEWAY_TRUSTED_PROXIES, or every client is the proxy); 0: no limit"`
 	TrustedProxies      []string      `split_words:"true" desc:"addresses or CIDRs of proxies whose X-Forwarded-For names the client, comma-separated"`
 	MaxHeaderBytes      int           `split_words:"true" default:"32768" desc:"largest request header block; larger ones get 431"`
 	HeaderTimeout       time.Duration `split_words:"true" default:"10s" desc:"a request's headers must arrive within this (streams are not affected)"`
