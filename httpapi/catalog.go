@@ -203,13 +203,17 @@ func leafErrors(ve *jsonschema.ValidationError, p *message.Printer, out []argume
 	}
 	at := pointer(ve.InstanceLocation)
 	var members []string
+	// The message of each member's own error says that member alone: each
+	// is listed apart, under its own path.
+	var each func(string) jsonschema.ErrorKind
 	switch k := ve.ErrorKind.(type) {
 	case *kind.Required:
 		members = k.Missing
+		each = func(m string) jsonschema.ErrorKind { return &kind.Required{Missing: []string{m}} }
 	case *kind.AdditionalProperties:
 		members = k.Properties
+		each = func(m string) jsonschema.ErrorKind { return &kind.AdditionalProperties{Properties: []string{m}} }
 	}
-	msg := ve.ErrorKind.LocalizedString(p)
 	if len(members) == 0 {
 		members = []string{""}
 	}
@@ -217,11 +221,12 @@ func leafErrors(ve *jsonschema.ValidationError, p *message.Printer, out []argume
 		if len(out) == maxArgumentErrors {
 			break
 		}
-		path := at
+		path, msg := at, ve.ErrorKind
 		if m != "" {
 			path += "/" + escapePointer(m)
+			msg = each(m)
 		}
-		e := argumentError{Path: path, Message: msg}
+		e := argumentError{Path: path, Message: msg.LocalizedString(p)}
 		if !slices.Contains(out, e) { // branches of anyOf may fail alike
 			out = append(out, e)
 		}

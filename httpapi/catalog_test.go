@@ -69,12 +69,13 @@ func TestRESTArgumentsAreChecked(t *testing.T) {
 			`"properties":{"n":{"type":"integer"}},"required":["n"],"dependencies":{"a":["b"]}}}`
 		closed = `{"name":"closed","inputSchema":{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":false}}`
 		odd    = `{"name":"odd","inputSchema":{"type":"object","properties":{"a/b":{"type":"string"},"c~d":{"type":"string"}}}}`
+		pair   = `{"name":"pair","inputSchema":{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"required":["a","b"],"additionalProperties":false}}`
 	)
-	f, srv := restServer(t, Options{}, echoTool, local, draft7, closed, odd)
+	f, srv := restServer(t, Options{}, echoTool, local, draft7, closed, odd, pair)
 	for _, tc := range []struct {
 		name, tool, args string
 		paths            []string // the failures' paths, sorted (a missing or unexpected member's own); nil: the arguments pass
-		message          string   // in the failure at the first path
+		message          string   // in the failure at the first path, which names no other path's member
 	}{
 		{"valid", "echo", `{"text":"a","opts":{"n":1},"more":true}`, nil, ""},
 		{"wrong type", "echo", `{"text":5}`, []string{"/text"}, "string"},
@@ -91,6 +92,9 @@ func TestRESTArgumentsAreChecked(t *testing.T) {
 		{"draft-07, valid", "draft7", `{"n":1}`, nil, ""},
 		// dependencies is a keyword of draft-07 only: 2020-12 ignores it.
 		{"draft-07 keyword", "draft7", `{"n":1,"a":1}`, []string{""}, "b"},
+		// Each member is told apart, under its own path, in its own words.
+		{"two missing", "pair", `{}`, []string{"/a", "/b"}, "'a'"},
+		{"two not allowed", "pair", `{"a":"x","b":"y","c":1,"d":2}`, []string{"/c", "/d"}, "'c'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := restReq("POST", srv+"/v1/tools/"+tc.tool, "application/json", tc.args)
@@ -120,6 +124,11 @@ func TestRESTArgumentsAreChecked(t *testing.T) {
 			}
 			if len(p.Errors) > 0 && !strings.Contains(messageAt(p.Errors, tc.paths[0]), tc.message) {
 				t.Errorf("failure at %q says %q, want it to mention %q", tc.paths[0], messageAt(p.Errors, tc.paths[0]), tc.message)
+			}
+			for _, other := range tc.paths[1:] {
+				if member := "'" + strings.TrimPrefix(other, "/") + "'"; strings.Contains(messageAt(p.Errors, tc.paths[0]), member) {
+					t.Errorf("failure at %q says %q, naming %s too", tc.paths[0], messageAt(p.Errors, tc.paths[0]), member)
+				}
 			}
 			nothingReached(t, f)
 		})
