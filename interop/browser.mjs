@@ -110,7 +110,8 @@ async function slowThenCancel(context) {
   }));
   check(running.state === 'running', `the page shows ${running.state} while the call runs`);
   check(running.max === 200, `the progress bar's max is ${running.max}, want 200 (20000 ms / 100 ms)`);
-  check(/^step \d+ of 200 \(\d+ of 200\)$/.test(running.label), `the progress label reads ${JSON.stringify(running.label)}`);
+  // The message says how far already: the amount is not said twice.
+  check(/^step \d+ of 200$/.test(running.label), `the progress label reads ${JSON.stringify(running.label)}`);
   check(/^\d+\.\d s$/.test(running.elapsed), `the elapsed time reads ${JSON.stringify(running.elapsed)}`);
   await screenshot(page, 'slow-progress');
 
@@ -228,6 +229,55 @@ async function phone(browser) {
   await context.close();
 }
 
+// Tools the demo does not have, listed through a route the test serves in
+// place of the gateway's: a required boolean left unticked is sent as
+// false; a tool the form cannot show has its schema on view; a local
+// error hides the last call's result; a name that reorders text shows its
+// controls; and one with nowhere to break keeps the list within its panel.
+async function awkwardTools(context) {
+  const page = watch(await context.newPage());
+  const sent = [];
+  await page.route('**/v1/tools', (route) => route.fulfill({
+    contentType: 'application/json',
+    body: JSON.stringify({ tools: [
+      { name: 'flagged', inputSchema: { type: 'object', properties: { flag: { type: 'boolean' }, loud: { type: 'boolean' } }, required: ['flag'] } },
+      { name: 'nested', inputSchema: { type: 'object', properties: { deep: { type: 'object', properties: { depth_marker: { type: 'integer' } } } } } },
+      { name: '\u202Egnp.exe', inputSchema: { type: 'object' } },
+      { name: 'x'.repeat(300), title: 'y'.repeat(300), inputSchema: { type: 'object' } },
+    ] }),
+  }));
+  await page.route('**/v1/tools/flagged', (route) => {
+    sent.push(route.request().postData());
+    return route.fulfill({ contentType: 'application/json', body: JSON.stringify({ content: [{ type: 'text', text: 'ok' }] }) });
+  });
+  await page.goto(url);
+  await page.locator('#tools button.tool').first().waitFor();
+
+  const overflow = await page.evaluate(() => {
+    const list = document.getElementById('tools');
+    return list.scrollWidth - list.clientWidth;
+  });
+  check(overflow <= 0, `a long name makes the tool list ${overflow} px wider than its panel`);
+  const rtl = await page.locator('#tools button.tool').nth(2).textContent();
+  check(rtl.includes('[U+202E]'), `a name with a right-to-left override reads ${JSON.stringify(rtl)}`);
+
+  await page.locator('button.tool[data-tool="flagged"]').click();
+  await page.getByRole('button', { name: 'Run' }).click();
+  await expectResult(page, 'ok');
+  check(sent.length === 1 && sent[0] === '{"flag":false}', `the unticked required boolean sent ${JSON.stringify(sent)}, want {"flag":false}`);
+  await page.getByRole('button', { name: 'Edit as JSON' }).click();
+  await page.locator('#json').fill('{bad');
+  await page.getByRole('button', { name: 'Run' }).click();
+  check(await page.locator('#args-error').isVisible(), 'JSON that does not parse shows no error');
+  check(await page.locator('#output').isHidden(), "the last call's result stays on view beside an error of the arguments");
+
+  await page.locator('button.tool[data-tool="nested"]').click();
+  check(await page.locator('#schema-view').evaluate((d) => d.open), "the schema of a tool the form cannot show is not on view");
+  check((await page.locator('#schema').textContent()).includes('depth_marker'), 'the schema on view does not describe the arguments');
+  await screenshot(page, 'awkward-tools');
+  await page.close();
+}
+
 // A gateway that wants a token: the page asks for one, refuses a wrong
 // one, and lists the tools with the right one.
 async function auth(browser, authURL, token) {
@@ -265,6 +315,7 @@ async function main() {
     await keyboard(context);
     await keyboardCancel(context);
     await phone(browser);
+    await awkwardTools(context);
     if (process.env.AUTH_URL) await auth(browser, process.env.AUTH_URL, process.env.AUTH_TOKEN);
     check(pageProblems.length === 0, `the page reported problems:\n${pageProblems.join('\n')}`);
   } finally {

@@ -115,7 +115,7 @@ func TestBrowser(t *testing.T) {
 	}
 	// Escape in the keyboard run cancelled a second call.
 	checkCancelledSlow(t, g.URL, 2)
-	want := []string{"slow-progress", "slow-cancelled", "echo-result", "echo-invalid", "tool-error", "keyboard-echo", "keyboard-cancelled", "phone", "auth-refused"}
+	want := []string{"slow-progress", "slow-cancelled", "echo-result", "echo-invalid", "tool-error", "keyboard-echo", "keyboard-cancelled", "phone", "awkward-tools", "auth-refused"}
 	if !slices.Equal(shots, want) {
 		t.Errorf("screenshots %v, want %v", shots, want)
 	}

@@ -41,6 +41,12 @@ function el(tag, props = {}, ...children) {
 }
 
 const pretty = (value) => JSON.stringify(value, null, 2);
+
+// BIDI are the characters that reorder the text around them (embeddings,
+// overrides, isolates, marks): in a name, shown as what they are, so that
+// "\u202Egnp.exe" cannot pass for "exe.png".
+const BIDI = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+const shown = (name) => name.replace(BIDI, (c) => `[U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}]`);
 const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function authHeaders() {
@@ -117,7 +123,7 @@ function renderTools() {
   $('tools').replaceChildren(...state.tools.map((tool) => {
     const title = tool.title || tool.annotations?.title;
     // Long names may break after _ - . or /.
-    const name = tool.name.split(/(?<=[_\-./])/).flatMap((part) => [part, el('wbr')]);
+    const name = shown(tool.name).split(/(?<=[_\-./])/).flatMap((part) => [part, el('wbr')]);
     const button = el('button', { type: 'button', class: 'tool', 'data-tool': tool.name, 'aria-pressed': 'false' },
       el('span', { class: 'name' }, ...name),
       typeof title === 'string' && title !== tool.name ? el('span', { class: 'title', text: title }) : null,
@@ -175,13 +181,16 @@ function select(tool, focus) {
   history.replaceState(null, '', `#${encodeURIComponent(tool.name)}`);
   $('call').hidden = false;
   $('call').dataset.state = 'idle';
-  $('tool-name').textContent = tool.name;
+  $('tool-name').textContent = shown(tool.name);
   const title = tool.title || tool.annotations?.title;
   $('tool-description').textContent = [title !== tool.name ? title : '', tool.description].filter((s) => typeof s === 'string' && s).join(' — ');
   const schema = tool.inputSchema;
   state.simple = isSimple(schema);
   buildFields(schema);
   $('json').value = pretty(defaults(schema));
+  // What the JSON must hold, for a tool the form cannot show.
+  $('schema').textContent = pretty(schema ?? {});
+  $('schema-view').open = !state.simple;
   $('mode').hidden = !state.simple;
   $('json-hint').textContent = state.simple ? 'Ctrl+Enter runs.' : "This tool's arguments are edited as JSON. Ctrl+Enter runs.";
   showMode(state.simple ? 'form' : 'json');
@@ -241,7 +250,8 @@ function readForm() {
     const name = input.dataset.arg;
     const kind = input.dataset.kind;
     if (kind === 'boolean') {
-      if (input.checked || input.dataset.set) args[name] = input.checked;
+      // A required one is always sent: unticked, it says false.
+      if (input.checked || input.dataset.set || input.getAttribute('aria-required') === 'true') args[name] = input.checked;
     } else if (kind !== 'string' && input.validity.badInput) {
       throw argsError(`${name}: not a number`, input);
     } else if (input.value !== '') {
@@ -346,6 +356,10 @@ async function run() {
   try {
     args = state.mode === 'json' ? parseJSONArgs() : readForm();
   } catch (err) {
+    // What the last call showed is not this one's.
+    $('call').dataset.state = 'idle';
+    $('activity').hidden = true;
+    $('output').hidden = true;
     showArgsError(err);
     return;
   }
@@ -471,7 +485,8 @@ function progress(p) {
   else bar.removeAttribute('value');
   const amount = known ? `${p.progress} of ${p.total}` : `${p.progress}`;
   const message = typeof p.message === 'string' && p.message ? p.message : '';
-  $('progress-label').textContent = message ? `${message} (${amount})` : `Progress: ${amount}`;
+  // A message that already says how far ("step 7 of 100") is not told it again.
+  $('progress-label').textContent = message ? (message.includes(amount) ? message : `${message} (${amount})`) : `Progress: ${amount}`;
   if (message) {
     const log = $('log');
     log.append(el('li', { text: message }));
