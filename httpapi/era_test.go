@@ -140,7 +140,7 @@ func TestDNSRebindingProtection(t *testing.T) {
 		opts         Options
 		host, origin string
 		allowed      bool
-		fetch        []string // Sec-Fetch-Site, Sec-Fetch-Mode[, Sec-Fetch-Dest[, Sec-Purpose]]
+		fetch        []string // Sec-Fetch-Site, Sec-Fetch-Mode[, Sec-Fetch-Dest[, Sec-Purpose[, Sec-Fetch-User]]]
 	}{
 		{"loopback, local host", Options{Loopback: true}, "localhost:8080", "", true, nil},
 		{"loopback, ipv6 host", Options{Loopback: true}, "[::1]:8080", "", true, nil},
@@ -166,7 +166,10 @@ func TestDNSRebindingProtection(t *testing.T) {
 		{"any origin", Options{Loopback: true, AllowedOrigins: []string{"*"}}, "localhost", "https://anything.example", true, nil},
 		{"another site's <img>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"cross-site", "no-cors"}},
 		{"another port's <script>, no Origin", Options{Loopback: true}, "localhost", "", false, []string{"same-site", "no-cors"}},
-		{"a link the user follows", Options{Loopback: true}, "localhost", "", true, []string{"cross-site", "navigate", "document"}},
+		{"a link the user follows", Options{Loopback: true}, "localhost", "", true, []string{"cross-site", "navigate", "document", "", "?1"}},
+		{"another port's link the user follows", Options{Loopback: true}, "localhost", "", true, []string{"same-site", "navigate", "document", "", "?1"}},
+		{"another site's script navigating", Options{Loopback: true}, "localhost", "", false, []string{"cross-site", "navigate", "document"}},
+		{"another port's form submitted by script", Options{Loopback: true}, "localhost", "", false, []string{"same-site", "navigate", "document"}},
 		{"typed in the address bar", Options{Loopback: true}, "localhost", "", true, []string{"none", "navigate"}},
 		{"the gateway's own page", Options{Loopback: true}, "localhost", "", true, []string{"same-origin", "cors"}},
 		{"an allowed origin's fetch", Options{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}}, "localhost", "https://app.example.com", true, []string{"cross-site", "cors"}},
@@ -187,8 +190,11 @@ func TestDNSRebindingProtection(t *testing.T) {
 				if len(tt.fetch) > 2 {
 					req.Header.Set("Sec-Fetch-Dest", tt.fetch[2])
 				}
-				if len(tt.fetch) > 3 {
+				if len(tt.fetch) > 3 && tt.fetch[3] != "" {
 					req.Header.Set("Sec-Purpose", tt.fetch[3])
+				}
+				if len(tt.fetch) > 4 {
+					req.Header.Set("Sec-Fetch-User", tt.fetch[4])
 				}
 			}
 			rec := httptest.NewRecorder()

@@ -32,7 +32,7 @@ func (h *handlers) guardOrigin(next http.Handler) http.Handler {
 		}
 		if crossSiteWithoutOrigin(r) {
 			writeError(w, http.StatusForbidden, nil, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "cross_site",
-				"a request another site's page made without CORS (an image, a script, a frame) is not served; use fetch() from an allowed origin"))
+				"a request another site's page made without CORS (an image, a script, a frame, a navigation its script began) is not served; use fetch() from an allowed origin"))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -41,9 +41,10 @@ func (h *handlers) guardOrigin(next http.Handler) http.Handler {
 
 // crossSiteWithoutOrigin reports a browser request that another site's
 // page made with no Origin header: a GET by an <img> or <script> tag, say,
-// which would otherwise call a read-only tool unseen. Browsers mark such
-// requests with Sec-Fetch-Site; a top-level navigation (a link the user
-// follows) and requests from tools other than browsers are let through.
+// or a navigation its script made, which would otherwise call a read-only
+// tool unseen or unasked. Browsers mark such requests with Sec-Fetch-Site;
+// a top-level navigation the user made (a link followed: Sec-Fetch-User)
+// and requests from tools other than browsers are let through.
 func crossSiteWithoutOrigin(r *http.Request) bool {
 	if r.Header.Get("Origin") != "" {
 		return false
@@ -54,8 +55,10 @@ func crossSiteWithoutOrigin(r *http.Request) bool {
 		site := r.Header.Get("Sec-Fetch-Site")
 		return site == "cross-site" || site == "same-site"
 	}
-	if r.Header.Get("Sec-Fetch-Mode") == "navigate" {
-		// A page the user opens, not one framed unseen in another.
+	if r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-User") == "?1" {
+		// A page the user opens, not one framed unseen in another, nor
+		// one another site's script opens (a location set, a form
+		// submitted), which browsers send without Sec-Fetch-User.
 		if dest := r.Header.Get("Sec-Fetch-Dest"); dest == "" || dest == "document" {
 			return false
 		}

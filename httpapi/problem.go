@@ -213,8 +213,14 @@ type restWriter struct{ http.ResponseWriter }
 
 func (rw restWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
 
+// restAnswers also marks every REST answer as one no browser may read as
+// anything but its Content-Type, nor show inside another site's frame: a
+// browser may open a GET route as a page, and the child's text is in it.
 func restAnswers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h["X-Content-Type-Options"] = []string{"nosniff"}
+		h["Content-Security-Policy"] = []string{"frame-ancestors 'none'"}
 		next.ServeHTTP(restWriter{w}, r)
 	})
 }

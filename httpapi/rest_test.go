@@ -465,3 +465,22 @@ func BenchmarkRESTToolCall(b *testing.B) {
 		})
 	}
 }
+
+// Every REST answer, a result or a problem, tells a browser to read it as
+// its Content-Type says and never inside another site's frame: a GET route
+// may be opened as a page, and the child's text is in it.
+func TestRESTAnswersAreNotSniffedOrFramed(t *testing.T) {
+	t.Parallel()
+	f, srv := restServer(t, Options{}, echoTool)
+	list := await(t, restStart(restReq("GET", srv+"/v1/tools", "", "")))
+	refused := restRefused(t, f, restReq("POST", srv+"/v1/tools/echo", "application/json", `{"text":5}`))
+	missing := await(t, restStart(restReq("GET", srv+"/v1/nothing", "", "")))
+	for name, r := range map[string]reply{"a list": list, "a problem": refused, "an unknown route": missing} {
+		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s (%d): X-Content-Type-Options %q, want nosniff", name, r.status, got)
+		}
+		if got := r.header.Get("Content-Security-Policy"); got != "frame-ancestors 'none'" {
+			t.Errorf("%s (%d): Content-Security-Policy %q, want frame-ancestors 'none'", name, r.status, got)
+		}
+	}
+}
