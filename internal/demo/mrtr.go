@@ -144,7 +144,9 @@ func (s *server) sampling(ctx context.Context, r *request, args json.RawMessage)
 	var a struct {
 		Prompt string `json:"prompt"`
 	}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	answers, result, rerr := s.gather(ctx, r, []inputRequest{samplingRequest("sampling", a.Prompt, 100)}, "")
 	if answers == nil {
 		return result, rerr
@@ -156,7 +158,9 @@ func (s *server) elicitation(ctx context.Context, r *request, args json.RawMessa
 	var a struct {
 		Message string `json:"message"`
 	}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	schema := object(map[string]any{
 		"username": str("User's response"),
 		"email":    str("User's email address"),

@@ -15,6 +15,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -345,6 +347,71 @@ type rpcError struct {
 	Code    int
 	Message string
 	Data    any
+}
+
+// decodeArgs reads a tool's arguments into a: members it does not name
+// are ignored, one of the wrong type is the caller's error (-32602).
+// Absent arguments leave a as it is.
+func decodeArgs(args json.RawMessage, a any) *rpcError {
+	if len(args) == 0 || string(args) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(args, a); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return invalidParams(fmt.Sprintf("argument %s must be %s, not %s", te.Field, jsonKind(te.Type), te.Value), nil)
+		}
+		return invalidParams("invalid arguments: "+err.Error(), nil)
+	}
+	return nil
+}
+
+// jsonKind names what JSON value fits a Go type.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
+// intArg is an integer argument as JSON Schema's "integer" reads one: a
+// number with no fraction, so 10.0 is 10; null leaves it as it was.
+type intArg int
+
+func (n *intArg) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
+		// Said as encoding/json says a value of the wrong type.
+		value := "number " + string(b)
+		switch b[0] {
+		case '"':
+			value = "string"
+		case '[':
+			value = "array"
+		case '{':
+			value = "object"
+		case 't', 'f':
+			value = "bool"
+		}
+		return &json.UnmarshalTypeError{Value: value, Type: reflect.TypeFor[intArg]()}
+	}
+	*n = intArg(f)
+	return nil
 }
 
 func invalidParams(msg string, data any) *rpcError {

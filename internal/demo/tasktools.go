@@ -89,7 +89,9 @@ func greet(_ context.Context, _ *request, args json.RawMessage) (any, *rpcError)
 	var a struct {
 		Name string `json:"name"`
 	}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	return text("Hello, " + a.Name + "!"), nil
 }
 
@@ -98,7 +100,9 @@ func slowCompute(args json.RawMessage) (job, *rpcError) {
 		Seconds float64 `json:"seconds"`
 		Label   string  `json:"label"`
 	}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	if a.Seconds < 0 || a.Seconds > 3600 {
 		return nil, invalidParams("seconds must be between 0 and 3600", nil)
 	}
@@ -127,7 +131,9 @@ func confirmDelete(args json.RawMessage) (job, *rpcError) {
 	var a struct {
 		Filename string `json:"filename"`
 	}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	if a.Filename == "" {
 		return nil, invalidParams("filename is required", nil)
 	}
@@ -164,9 +170,11 @@ func multiInput(ctx context.Context, ask askFunc) (any, *rpcError) {
 // whose result greets them: the suite's composition of the two.
 func (s *server) taskTool(ctx context.Context, r *request, args json.RawMessage) (any, *rpcError) {
 	var a struct {
-		DurationMS *int `json:"duration_ms"`
+		DurationMS *intArg `json:"duration_ms"`
 	}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	d := 200 * time.Millisecond
 	if a.DurationMS != nil {
 		d = time.Duration(*a.DurationMS) * time.Millisecond

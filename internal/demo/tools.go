@@ -155,7 +155,9 @@ func (s *server) echo(_ context.Context, _ *request, args json.RawMessage) (any,
 	var a struct {
 		Text string `json:"text"`
 	}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	return text(a.Text), nil
 }
 
@@ -202,25 +204,29 @@ func (s *server) meta(_ context.Context, r *request, _ json.RawMessage) (any, *r
 
 func (s *server) big(_ context.Context, _ *request, args json.RawMessage) (any, *rpcError) {
 	var a struct {
-		Bytes int `json:"bytes"`
+		Bytes intArg `json:"bytes"`
 	}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	if a.Bytes < 0 || a.Bytes > maxBigBytes {
 		return nil, invalidParams(fmt.Sprintf("bytes must be between 0 and %d", maxBigBytes), nil)
 	}
-	return text(strings.Repeat("x", a.Bytes)), nil
+	return text(strings.Repeat("x", int(a.Bytes))), nil
 }
 
 func (s *server) slow(ctx context.Context, r *request, args json.RawMessage) (any, *rpcError) {
 	a := struct {
-		DurationMS int `json:"duration_ms"`
-		IntervalMS int `json:"interval_ms"`
+		DurationMS intArg `json:"duration_ms"`
+		IntervalMS intArg `json:"interval_ms"`
 	}{2000, 100}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	if a.IntervalMS <= 0 || a.DurationMS < 0 {
 		return nil, invalidParams("interval_ms must be positive and duration_ms not negative", nil)
 	}
-	steps := max(1, a.DurationMS/a.IntervalMS)
+	steps := max(1, int(a.DurationMS/a.IntervalMS))
 	for i := 1; i <= steps; i++ {
 		if !sleepCtx(ctx, time.Duration(a.IntervalMS)*time.Millisecond) {
 			return nil, nil
@@ -232,16 +238,18 @@ func (s *server) slow(ctx context.Context, r *request, args json.RawMessage) (an
 
 func (s *server) received(ctx context.Context, _ *request, args json.RawMessage) (any, *rpcError) {
 	a := struct {
-		WaitCancelled int             `json:"wait_cancelled"`
+		WaitCancelled intArg          `json:"wait_cancelled"`
 		WaitAnswered  json.RawMessage `json:"wait_answered"`
-		TimeoutMS     int             `json:"timeout_ms"`
+		TimeoutMS     intArg          `json:"timeout_ms"`
 	}{0, nil, 10000}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	deadline := time.NewTimer(time.Duration(a.TimeoutMS) * time.Millisecond)
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
-		enough := len(s.cancellations) >= a.WaitCancelled &&
+		enough := len(s.cancellations) >= int(a.WaitCancelled) &&
 			(a.WaitAnswered == nil || slices.ContainsFunc(s.answeredIDs, func(id json.RawMessage) bool { return string(id) == string(a.WaitAnswered) }))
 		changed := s.changed
 		snapshot := map[string]any{
@@ -328,7 +336,9 @@ func (s *server) triggerResourceUpdate(_ context.Context, _ *request, args json.
 	a := struct {
 		URI string `json:"uri"`
 	}{"test://watched-resource"}
-	_ = json.Unmarshal(args, &a)
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
 	s.resourceUpdated(a.URI)
 	return text("Announced an update of " + a.URI), nil
 }

@@ -132,3 +132,33 @@ func TestAdd(t *testing.T) {
 		t.Errorf("add beyond float64: %+v, want a tool error", r)
 	}
 }
+
+// A tool's arguments of the wrong type are the caller's error, never read
+// as absent; an integer may be written with a zero fraction, as JSON
+// Schema's "integer" allows.
+func TestArgumentsOfTheWrongType(t *testing.T) {
+	h := newHarness(t, "modern")
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		says string // in the -32602 message; "" for a result
+	}{
+		{"slow", map[string]any{"duration_ms": "x"}, "argument duration_ms must be an integer, not string"},
+		{"slow", map[string]any{"duration_ms": 10.5, "interval_ms": 5}, "argument duration_ms must be an integer, not number 10.5"},
+		{"slow", map[string]any{"duration_ms": 10.0, "interval_ms": 5}, ""},
+		{"echo", map[string]any{"text": 5}, "argument text must be a string, not number"},
+		{"big", map[string]any{"bytes": []int{1}}, "argument bytes must be an integer, not array"},
+		{"echo", map[string]any{"text": "fine", "other": 1}, ""},
+	} {
+		r := h.tool(nil, tc.tool, tc.args)
+		switch {
+		case tc.says == "" && r.Error != nil:
+			t.Errorf("%s %v: %+v, want a result", tc.tool, tc.args, r.Error)
+		case tc.says != "" && (r.Error == nil || r.Error.Code != jsonrpc.CodeInvalidParams || r.Error.Message != tc.says):
+			t.Errorf("%s %v: %+v, want -32602 saying %q", tc.tool, tc.args, r, tc.says)
+		}
+	}
+	if r := h.tool(nil, "slow", map[string]any{"duration_ms": 10.0, "interval_ms": 5}); fmt.Sprint(r.Result["content"]) != "[map[text:done after 2 steps type:text]]" {
+		t.Errorf("slow with duration_ms 10.0: %v, want 2 steps", r.Result)
+	}
+}
