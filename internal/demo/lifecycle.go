@@ -47,11 +47,13 @@ func (s *server) capabilities(modern bool) map[string]any {
 		"prompts":     map[string]any{"listChanged": true},
 		"resources":   map[string]any{"subscribe": true, "listChanged": true},
 		"completions": map[string]any{},
+		// In both eras: a server that sends log messages "MUST declare the
+		// logging capability" (2026-07-28 too, where the client's level
+		// comes with each request).
+		"logging": map[string]any{},
 	}
 	if modern {
 		c["extensions"] = map[string]any{mcp.TasksExtension: map[string]any{}}
-	} else {
-		c["logging"] = map[string]any{}
 	}
 	return c
 }

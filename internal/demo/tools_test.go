@@ -162,3 +162,19 @@ func TestArgumentsOfTheWrongType(t *testing.T) {
 		t.Errorf("slow with duration_ms 10.0: %v, want 2 steps", r.Result)
 	}
 }
+
+// The demo sends log messages in both eras, so it declares logging in both:
+// 2026-07-28 keeps the rule that a server that emits them MUST.
+func TestLoggingIsDeclared(t *testing.T) {
+	modern := newHarness(t, "modern").call("server/discover", map[string]any{}, nil)
+	if caps, _ := modern.Result["capabilities"].(map[string]any); caps["logging"] == nil {
+		t.Errorf("server/discover capabilities %v: no logging", modern.Result["capabilities"])
+	}
+	var legacy struct {
+		Capabilities map[string]any `json:"capabilities"`
+	}
+	json.Unmarshal(newHarness(t, "dual").legacyCall("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`), &legacy)
+	if legacy.Capabilities["logging"] == nil {
+		t.Errorf("initialize capabilities %v: no logging", legacy.Capabilities)
+	}
+}
