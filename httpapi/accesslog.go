@@ -3,8 +3,10 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
+	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/detach"
 )
 
@@ -13,7 +15,7 @@ import (
 // scraping, does not drown the log; so does a call whose audit line was
 // logged, which already says all the access line would (one line per call
 // at Info: logging is a good part of what a call costs).
-func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
+func accessLog(log *slog.Logger, trusted []netip.Prefix) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			aw := &accessWriter{ResponseWriter: w}
@@ -21,17 +23,17 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 			// A stream that left the server is logged when it ends.
 			defer func() {
 				if detach.Left(aw) {
-					detach.Later(aw, func() { logAccess(log, r, aw, start) })
+					detach.Later(aw, func() { logAccess(log, trusted, r, aw, start) })
 					return
 				}
-				logAccess(log, r, aw, start)
+				logAccess(log, trusted, r, aw, start)
 			}()
 			next.ServeHTTP(aw, r)
 		})
 	}
 }
 
-func logAccess(log *slog.Logger, r *http.Request, aw *accessWriter, start time.Time) {
+func logAccess(log *slog.Logger, trusted []netip.Prefix, r *http.Request, aw *accessWriter, start time.Time) {
 	level := slog.LevelInfo
 	if aw.audited || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
 		level = slog.LevelDebug
@@ -39,10 +41,21 @@ func logAccess(log *slog.Logger, r *http.Request, aw *accessWriter, start time.T
 	if !log.Enabled(r.Context(), level) {
 		return
 	}
-	log.Log(r.Context(), level, "http request",
-		"method", r.Method, "path", r.URL.Path, "status", aw.status,
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", aw.status,
 		"bytes", aw.bytes, "dur", time.Since(start).Round(time.Microsecond),
-		"remote", r.RemoteAddr)
+		"remote", r.RemoteAddr}
+	if len(trusted) > 0 {
+		// Behind a trusted proxy the connection is the proxy's: the client
+		// is the one the limits and the audit line go by.
+		peer := r.RemoteAddr
+		if ap, err := netip.ParseAddrPort(peer); err == nil {
+			peer = ap.Addr().Unmap().WithZone("").String()
+		}
+		if client := clientlimit.Addr(r, trusted); client != peer {
+			attrs = append(attrs, "client", client)
+		}
+	}
+	log.Log(r.Context(), level, "http request", attrs...)
 }
 
 // accessWriter counts what a response sends, for the access line: status

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -349,5 +350,41 @@ func TestAuditOutcomeOfRESTAnswers(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: no audit line", tc.name)
 		}
+	}
+}
+
+// Behind a trusted proxy, a request refused before it became a call (its
+// access line is all the log has of it) names the client the limits went
+// by, beside the proxy's connection; from anyone else, X-Forwarded-For is
+// not read and the line names the connection alone.
+func TestAccessLineNamesTheClientBehindAProxy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		trusted []netip.Prefix
+		client  any // the access line's client; nil: none
+	}{
+		{"a trusted proxy", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, "203.0.113.9"},
+		{"an untrusted peer", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, nil},
+		{"no proxy trusted", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, logs := guarded(t, newFake(), Options{TrustedProxies: tc.trusted})
+			resp := post(t, srv+"/mcp", "application/json", `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`, "X-Forwarded-For", "203.0.113.9")
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("without credentials: status %d", resp.StatusCode)
+			}
+			text := logs.waitFor(t, func(text string) bool { return strings.Contains(text, `"msg":"http request"`) })
+			for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+				var rec map[string]any
+				if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "http request" {
+					continue
+				}
+				if rec["client"] != tc.client || !strings.HasPrefix(rec["remote"].(string), "127.0.0.1:") {
+					t.Errorf("access line client %v, remote %v; want client %v beside the connection's address", rec["client"], rec["remote"], tc.client)
+				}
+			}
+		})
 	}
 }

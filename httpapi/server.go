@@ -163,7 +163,7 @@ func New(b Backend, opts Options) http.Handler {
 	r := chi.NewRouter()
 	// The meter sits outside Recoverer, so that it sees the 500 a panic
 	// becomes.
-	r.Use(closeAfterChunked, newRequestIDs().named, accessLog(opts.Logger), opts.Meter.Instrument, withCORS(opts.AllowedOrigins, h.originAllowed), middleware.Recoverer)
+	r.Use(closeAfterChunked, newRequestIDs().named, accessLog(opts.Logger, opts.TrustedProxies), opts.Meter.Instrument, withCORS(opts.AllowedOrigins, h.originAllowed), middleware.Recoverer)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
