@@ -278,6 +278,26 @@ async function awkwardTools(context) {
   await page.close();
 }
 
+// The page behind a proxy that serves the gateway under a path prefix
+// (nginx's location /gw/ { proxy_pass http://gateway/; }), played by a
+// route that strips it: the page asks for what it needs relative to where
+// it was loaded, so a call works there too.
+async function underAPrefix(context) {
+  const page = watch(await context.newPage());
+  const base = new URL(url);
+  await page.route(`${base.origin}/gw/**`, async (route) => {
+    const target = new URL(route.request().url());
+    target.pathname = target.pathname.slice('/gw'.length);
+    await route.fulfill({ response: await route.fetch({ url: target.toString() }) });
+  });
+  await page.route(`${base.origin}/{ui,v1}/**`, (route) => route.abort());
+  await page.goto(`${base.origin}/gw/#echo`);
+  await page.getByLabel('text').fill('hello from under a prefix');
+  await page.getByRole('button', { name: 'Run' }).click();
+  await expectResult(page, 'hello from under a prefix');
+  await page.close();
+}
+
 // A gateway that wants a token: the page asks for one, refuses a wrong
 // one, and lists the tools with the right one.
 async function auth(browser, authURL, token) {
@@ -316,6 +336,7 @@ async function main() {
     await keyboardCancel(context);
     await phone(browser);
     await awkwardTools(context);
+    await underAPrefix(context);
     if (process.env.AUTH_URL) await auth(browser, process.env.AUTH_URL, process.env.AUTH_TOKEN);
     check(pageProblems.length === 0, `the page reported problems:\n${pageProblems.join('\n')}`);
   } finally {

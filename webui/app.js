@@ -93,7 +93,7 @@ async function loadTools() {
   const status = $('tools-status');
   status.textContent = 'Loading the tools…';
   try {
-    const res = await fetch('/v1/tools', { headers: { Accept: 'application/json', ...authHeaders() } });
+    const res = await fetch('v1/tools', { headers: { Accept: 'application/json', ...authHeaders() } });
     if (res.status === 401) {
       status.textContent = 'Sign in to see the tools.';
       return askToken(res, loadTools);
@@ -370,7 +370,7 @@ async function run() {
   begin(tool);
   let outcome;
   try {
-    const res = await fetch(`/v1/tools/${encodeURIComponent(tool.name)}`, {
+    const res = await fetch(`v1/tools/${encodeURIComponent(tool.name)}`, {
       method: 'POST',
       headers: { Accept: 'text/event-stream', 'Content-Type': 'application/json', ...authHeaders() },
       body: JSON.stringify(args),

@@ -34,7 +34,7 @@ func TestServesPageAndAssets(t *testing.T) {
 	for _, tc := range []struct {
 		path, contentType, contains string
 	}{
-		{"/", "text/html; charset=utf-8", `<script type="module" src="/ui/app.js">`},
+		{"/", "text/html; charset=utf-8", `<script type="module" src="ui/app.js">`}, // relative: the page may sit under a prefix
 		{"/ui/app.js", "text/javascript; charset=utf-8", "sseEvents"},
 		{"/ui/app.css", "text/css; charset=utf-8", ":focus-visible"},
 	} {
