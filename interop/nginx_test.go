@@ -87,6 +87,12 @@ http {
 			# The gateway checks Host against DNS rebinding: pass the
 			# client's, not the upstream block's name.
 			proxy_set_header Host $http_host;
+			# The client's address, appended to what the client wrote, for
+			# GATEWAY_TRUSTED_PROXIES: a proxy that passes the header on as
+			# it came lets a client name itself.
+			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+			# The gateway's GATEWAY_MAX_BODY_BYTES, not nginx's 1 MiB.
+			client_max_body_size 16m;
 			# Progress events reach the client as the gateway writes them.
 			proxy_buffering off;
 			# A call may run for minutes; the gateway's own keep-alive
