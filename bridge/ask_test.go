@@ -156,6 +156,17 @@ func TestUnroutableQuestionsAreRefused(t *testing.T) {
 	a.wait()
 	b.wait()
 
+	// An elicitation in a mode the client did not declare: {} is form alone.
+	e, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":4,"method":"tools/call"}`),
+		Caller{Capabilities: json.RawMessage(`{"elicitation":{}}`), CanStream: true})
+	re := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":6,"method":"elicitation/create","params":{"mode":"url","message":"go","url":"https://example.com/x","elicitationId":"e1"}}`)
+	refused("the client did not declare elicitation in url mode")
+	child.send(`{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{"mode":"telepathy","message":"go"}}`)
+	refused("neither form nor url")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, re.ID)
+	e.wait()
+
 	c, _ := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`), Caller{Capabilities: json.RawMessage(`{"sampling":{}}`)})
 	rc := child.expect("tools/call")
 	child.send(`{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":{}}`)

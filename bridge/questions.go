@@ -208,6 +208,12 @@ func (q *questions) route(ex *exchange, a *ask, capability string) routing {
 		}
 		r.refuse = "the client did not declare the " + capability + " capability"
 		return r
+	case capability == mcp.CapElicitation && !mcp.CanElicit(caller.Capabilities, mcp.ElicitationMode(a.params)):
+		mode := mcp.ElicitationMode(a.params)
+		if mode != "form" && mode != "url" {
+			return routing{refuse: "elicitation/create asks in a mode that is neither form nor url"}
+		}
+		return routing{refuse: "the client did not declare elicitation in " + mode + " mode"}
 	case !caller.Modern && !caller.CanStream:
 		return routing{refuse: "the client cannot take a stream, so it cannot be asked " + a.method}
 	}

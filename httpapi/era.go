@@ -106,7 +106,7 @@ func modernCaller(r *http.Request, req *mcp.Request) (bridge.Caller, *rpcFailure
 func unsupportedVersion(v string) *rpcFailure {
 	return refuse(http.StatusBadRequest, mcp.CodeUnsupportedVersion,
 		fmt.Sprintf("unsupported protocol version %q (this gateway speaks %s, and the 2025 revisions through initialize)", v, mcp.Modern),
-		map[string]any{"supported": []string{mcp.Modern}, "requested": v})
+		map[string]any{"supported": mcp.Revisions(), "requested": v})
 }
 
 // checkMirrored compares the Mcp-Method and Mcp-Name headers with the body

@@ -47,7 +47,13 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 	req, err := mcp.Read(msg)
 	if err != nil {
 		e := asRPCError(err)
-		writeError(w, statusFor(e.Code), msg.ID, e)
+		id := msg.ID
+		if len(id) > 0 && id[0] != '"' && !jsonrpc.Integral(id) {
+			// An id MCP's schema refuses (1.5) is not echoed: an error
+			// without one is what it has for an id that cannot be read.
+			id = nil
+		}
+		writeError(w, statusFor(e.Code), id, e)
 		return
 	}
 	if msg.Kind == jsonrpc.KindRequest {

@@ -43,7 +43,8 @@ func TestBadInputIsRefused(t *testing.T) {
 		"no content type":     {"POST", "", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 415, jsonrpc.CodeInvalidRequest, ""},
 		"GET":                 {"GET", "", ``, 405, jsonrpc.CodeInvalidRequest, ""},
 		"DELETE":              {"DELETE", "", ``, 405, jsonrpc.CodeInvalidRequest, ""},
-		"a fractional id":     {"POST", "application/json", `{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}`, 400, jsonrpc.CodeInvalidRequest, "1.5"},
+		"a fractional id":     {"POST", "application/json", `{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}`, 400, jsonrpc.CodeInvalidRequest, ""}, // not echoed: MCP's ids are strings or integers
+		"positional params":   {"POST", "application/json", `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":[]}`, 400, jsonrpc.CodeInvalidParams, "4"},
 		"json with a charset": {"POST", "application/json; charset=utf-8", `{"jsonrpc":"2.0","id":1,"method":"m","params":3}`, 400, jsonrpc.CodeInvalidRequest, "1"},
 		"content type twice":  {"POST", "application/json|application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 400, jsonrpc.CodeInvalidRequest, ""},
 	}

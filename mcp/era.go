@@ -468,6 +468,32 @@ func HasCapability(caps []byte, name string) bool {
 	return jsonrpc.Get(caps, name) != nil
 }
 
+// ElicitationMode is the mode an elicitation/create's params ask in:
+// "form" when they name none, as before modes were.
+func ElicitationMode(params []byte) string {
+	if mode, ok := String(jsonrpc.Get(params, "mode")); ok {
+		return mode
+	}
+	return "form"
+}
+
+// CanElicit reports whether a client whose capabilities are caps takes an
+// elicitation in mode: its elicitation capability names the mode, or, an
+// empty object (or one that names neither mode), means form alone
+// (2025-11-25: "Servers MUST NOT send elicitation requests with modes that
+// are not supported by the client").
+func CanElicit(caps []byte, mode string) bool {
+	el := jsonrpc.Get(caps, CapElicitation)
+	if el == nil {
+		return false
+	}
+	form, url := jsonrpc.Get(el, "form") != nil, jsonrpc.Get(el, "url") != nil
+	if !form && !url {
+		return mode == "form"
+	}
+	return mode == "form" && form || mode == "url" && url
+}
+
 // The gateway's own requests to a child.
 
 // Implementation is an Implementation object (clientInfo, serverInfo).

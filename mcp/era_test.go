@@ -70,7 +70,6 @@ func TestModernRequest(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"inputResponses":{"k":{}},"requestState":"s2"}}`, Client{}, retry},
 		{"a retry's members replace the client's", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"requestState":"s1","x":1,"inputResponses":{}}}`,
 			`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"requestState":"s2","x":1,"inputResponses":{"k":{}}}}`, Client{}, retry},
-		{"positional params", `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`, `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`, client, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -272,4 +271,28 @@ func FuzzString(f *testing.F) {
 			t.Fatalf("String(%q) = %q, %v; encoding/json: %q, %v", v, got, ok, want, wantOK)
 		}
 	})
+}
+
+// An elicitation's mode is taken only by a client that declared it; an
+// empty elicitation capability is form alone (2025-11-25).
+func TestCanElicit(t *testing.T) {
+	for _, tc := range []struct {
+		caps, params string
+		want         bool
+	}{
+		{`{"elicitation":{}}`, `{"message":"m","requestedSchema":{}}`, true},
+		{`{"elicitation":{}}`, `{"mode":"form","message":"m"}`, true},
+		{`{"elicitation":{}}`, `{"mode":"url","message":"m","url":"https://x"}`, false},
+		{`{"elicitation":{"form":{}}}`, `{"mode":"url"}`, false},
+		{`{"elicitation":{"url":{}}}`, `{"mode":"url"}`, true},
+		{`{"elicitation":{"url":{}}}`, `{"message":"m"}`, false},
+		{`{"elicitation":{"form":{},"url":{}}}`, `{"mode":"url"}`, true},
+		{`{"elicitation":{"future":{}}}`, `{}`, true},
+		{`{"sampling":{}}`, `{}`, false},
+		{`{"elicitation":{}}`, `{"mode":"telepathy"}`, false},
+	} {
+		if got := CanElicit([]byte(tc.caps), ElicitationMode([]byte(tc.params))); got != tc.want {
+			t.Errorf("CanElicit(%s, mode of %s) = %v, want %v", tc.caps, tc.params, got, tc.want)
+		}
+	}
 }

@@ -17,8 +17,11 @@ func refRead(m *jsonrpc.Message) (*Request, error) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "a request id must be a string or an integer"}
 	}
 	ps, ok := m.ParamsSpan()
-	if !ok || m.Params[0] != '{' {
+	switch {
+	case !ok:
 		return r, nil
+	case m.Params[0] != '{':
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params must be an object"}
 	}
 	members, err := jsonrpc.Members(m.Params)
 	if err != nil {

@@ -64,8 +64,9 @@ type Request struct {
 // may decode with a decoder that keeps the last of two equal keys or
 // ignores letter case, as Go's encoding/json does, and must never act on
 // another member than the gateway. It also refuses (-32602) a _meta that
-// is not an object and a progress token that is neither a string nor an
-// integer. jsonrpc.Parse has already done the same for the envelope, but
+// is not an object, params that are not one (JSON-RPC's positional
+// params, which MCP has none of) and a progress token that is neither a
+// string nor an integer. jsonrpc.Parse has already done the same for the envelope, but
 // for a request id with a fraction, which JSON-RPC allows and MCP does
 // not: refused here (-32600), from a client, while a child's pass.
 func Read(m *jsonrpc.Message) (*Request, error) {
@@ -93,8 +94,12 @@ func Read(m *jsonrpc.Message) (*Request, error) {
 
 func (r *Request) read() error {
 	ps, ok := r.ParamsSpan()
-	if !ok || r.Params[0] != '{' {
-		return nil // absent, or positional: nothing to read by name
+	switch {
+	case !ok:
+		return nil
+	case r.Params[0] != '{':
+		// JSON-RPC allows positional params; MCP's are always an object.
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params must be an object"}
 	}
 	names := readParams()
 	if err := find(r.Params, names[:], ps, r.params[:], "params"); err != nil {

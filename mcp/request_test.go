@@ -100,7 +100,8 @@ func TestRead(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":-1.5e1}}}`: 0,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":1.0}}}`:    0,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":null}}`:                     0,
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":[1,{"name":1,"name":2}]}`:            0,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":[1,{"name":1,"name":2}]}`:            jsonrpc.CodeInvalidParams, // MCP's params are an object
+		`{"jsonrpc":"2.0","method":"notifications/m","params":[]}`:                          jsonrpc.CodeInvalidParams,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"arguments":{"a":1,"a":2,"A":3}}}`:  0,
 	} {
 		_, err := read(t, body)
