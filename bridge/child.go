@@ -237,8 +237,10 @@ func (ch *child) takeAll(why error) ([]*exchange, error) {
 	for _, ex := range ch.pending {
 		all = append(all, ex)
 		ch.forget(ex)
+		if !ex.internal {
+			ch.failed++ // the gateway's own (a handshake, a probe) is no client's loss
+		}
 	}
-	ch.failed += len(all)
 	return all, ch.ended
 }
 
@@ -258,6 +260,11 @@ func (ch *child) kill(why error) {
 		ch.t.Close()
 	})
 }
+
+// maxLostNamed bounds the lines naming the calls a child's end cost: the
+// first few name their requests, the "child stopped serving" line counts
+// them all.
+const maxLostNamed = 10
 
 // end fails every pending call at once when the reader stops: their answers
 // can no longer come.
@@ -286,10 +293,18 @@ func (ch *child) end(readErr error) {
 // failAll ends the calls of exchanges taken from a child whose service has
 // ended, and its listens: their clients should call, or listen, again.
 func (ch *child) failAll(exs []*exchange, why error) {
+	named := 0
 	for _, ex := range exs {
 		again := "the call was lost"
 		if ex.method == mcp.MethodListen {
 			again = "listen again"
+		}
+		if !ex.internal && ex.method != mcp.MethodListen && named < maxLostNamed {
+			// With the request's context, so that the line names its
+			// request: which calls this child's end cost, beside the worker
+			// and pid that say which child it was.
+			named++
+			ch.log.WarnContext(ex.logCtx(), "call lost with its child", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID))
 		}
 		ex.fail(errUnavailable(fmt.Sprintf("%v; %s", why, again)))
 	}

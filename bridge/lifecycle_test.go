@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -637,6 +641,56 @@ func TestAStartingChildIsWaitedForAtMostTheQueueTimeout(t *testing.T) {
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
 		if _, err := c.wait(); err != nil {
 			t.Errorf("a call once the child was ready: %v", err)
+		}
+	})
+}
+
+// A child's end is logged with the calls it cost: each (up to a bound) on
+// a line of its own, under its request's context, and counted on the line
+// saying the child stopped serving. The gateway's own requests (a
+// handshake the child died in) are no client's loss and are not counted.
+func TestAChildsEndNamesTheCallsItCost(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var log gatewaytest.LockedBuffer
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, RestartMin: time.Hour, RestartMax: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(&log, nil))}))
+		defer w.b.Close(context.Background())
+		child := <-w.children
+		const n = maxLostNamed + 2
+		var calls []*call
+		for i := range n {
+			calls = append(calls, w.call(context.Background(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call"}`, i+1)))
+			child.expect("tools/call")
+		}
+		child.exit()
+		for _, c := range calls {
+			c.wait()
+		}
+		synctest.Wait()
+		text := log.String()
+		if got := strings.Count(text, `msg="call lost with its child"`); got != maxLostNamed {
+			t.Errorf("%d lines name a lost call, want %d (the bound)", got, maxLostNamed)
+		}
+		if !regexp.MustCompile(`msg="child stopped serving".*failed_calls=` + strconv.Itoa(n) + `\b`).MatchString(text) {
+			t.Errorf("the child's end does not count %d failed calls:\n%s", n, text)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		var log gatewaytest.LockedBuffer
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, RestartMin: time.Hour, RestartMax: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(&log, nil))}))
+		defer w.b.Close(context.Background())
+		child := <-w.children
+		if m := <-child.got; m.Method != "initialize" {
+			t.Fatalf("the child's first message is %s, want initialize", m.Raw)
+		}
+		child.exit() // in its handshake
+		synctest.Wait()
+		if text := log.String(); !regexp.MustCompile(`msg="child stopped serving".*failed_calls=0\b`).MatchString(text) || strings.Contains(text, "call lost") {
+			t.Errorf("a child that died in its handshake is logged as costing calls:\n%s", text)
 		}
 	})
 }

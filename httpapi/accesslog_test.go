@@ -252,14 +252,21 @@ func TestAuditOutcomeOfAClientThatCloses(t *testing.T) {
 type auditTap struct{ outcomes chan string }
 
 func (auditTap) Enabled(context.Context, slog.Level) bool { return true }
+// Handle sends the outcome of each audit line, with its reason after a
+// slash when it has one: "failed/timeout".
 func (a auditTap) Handle(_ context.Context, r slog.Record) error {
 	if r.Message == "audit" {
+		var outcome, reason string
 		r.Attrs(func(at slog.Attr) bool {
-			if at.Key == "outcome" {
-				a.outcomes <- at.Value.String()
+			switch at.Key {
+			case "outcome":
+				outcome = at.Value.String()
+			case "reason":
+				reason = "/" + at.Value.String()
 			}
 			return true
 		})
+		a.outcomes <- outcome + reason
 	}
 	return nil
 }
@@ -307,8 +314,9 @@ func (l lineTap) WithGroup(string) slog.Handler      { return l }
 
 // Each way a REST call ends is audited as who ended it: the gateway
 // refusing a request (an unknown tool) or failing it (a timeout, a stream
-// it ends after 200 went out), the child's JSON-RPC error, and a tool's
-// own error result, which is the child's answer as it is on /mcp.
+// it ends after 200 went out: with the reason gateway_calls_total gives
+// it), the child's JSON-RPC error, and a tool's own error result, which is
+// the child's answer as it is on /mcp.
 func TestAuditOutcomeOfRESTAnswers(t *testing.T) {
 	t.Parallel()
 	outcomes := make(chan string, 1)
@@ -326,9 +334,9 @@ func TestAuditOutcomeOfRESTAnswers(t *testing.T) {
 			answer: func(c *fakeCall) { c.finish(rpcResult(`{"content":[],"isError":true}`), nil) }},
 		{name: "child error", path: "/v1/tools/add", status: 400, outcome: "error",
 			answer: func(c *fakeCall) { c.finish(rpcError(`{"code":-32602,"message":"no"}`), nil) }},
-		{name: "timeout", path: "/v1/tools/add", status: 504, outcome: "failed",
+		{name: "timeout", path: "/v1/tools/add", status: 504, outcome: "failed/timeout",
 			answer: func(c *fakeCall) { c.finish(nil, jsonrpc.GatewayError(jsonrpc.CodeTimeout, "timeout", "slow")) }},
-		{name: "stream ended by shutdown", path: "/v1/tools/add", header: sse, status: 200, outcome: "failed",
+		{name: "stream ended by shutdown", path: "/v1/tools/add", header: sse, status: 200, outcome: "failed/shutting_down",
 			answer: func(c *fakeCall) {
 				c.note(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)
 				<-c.taken // the stream has begun: the error comes after 200

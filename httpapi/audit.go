@@ -163,6 +163,9 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	attrs = append(attrs, slog.String("outcome", outcome), slog.Int("status", a.status))
 	if a.code != 0 {
 		attrs = append(attrs, slog.Int("code", a.code))
+		if r := gatewayReason(a.code); r != "" && a.gateway {
+			attrs = append(attrs, slog.String("reason", r))
+		}
 	}
 	attrs = append(attrs, slog.Duration("dur", time.Since(start).Round(time.Microsecond)), slog.Int("bytes_in", in),
 		slog.Int64("bytes_out", a.bytes), slog.String("path", clip(r.URL.Path)),
@@ -178,6 +181,36 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "audit", 0)
 	rec.AddAttrs(attrs...)
 	_ = handler.Handle(r.Context(), rec)
+}
+
+// gatewayReason names an error of the gateway's own as gateway_calls_total's
+// outcome label does, so that an audit line and the metric can be matched
+// (a failed call is a timeout, a child unavailable, ...); "" for a code
+// that is not one of the gateway's.
+func gatewayReason(code int) string {
+	switch code {
+	case jsonrpc.CodeUnavailable:
+		return "child_unavailable"
+	case jsonrpc.CodeTimeout:
+		return "timeout"
+	case jsonrpc.CodeOverloaded:
+		return "overloaded"
+	case jsonrpc.CodeTooLarge:
+		return "too_large"
+	case jsonrpc.CodeShutdown:
+		return "shutting_down"
+	case jsonrpc.CodeCancelled:
+		return "cancelled"
+	case jsonrpc.CodeUnauthorized:
+		return "unauthorized"
+	case jsonrpc.CodeForbidden:
+		return "forbidden"
+	case jsonrpc.CodeRateLimited:
+		return "rate_limited"
+	case jsonrpc.CodeBadAnswer:
+		return "bad_answer"
+	}
+	return ""
 }
 
 // maxLogged bounds a name the audit line repeats from the request: a name
