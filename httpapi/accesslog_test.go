@@ -252,6 +252,7 @@ func TestAuditOutcomeOfAClientThatCloses(t *testing.T) {
 type auditTap struct{ outcomes chan string }
 
 func (auditTap) Enabled(context.Context, slog.Level) bool { return true }
+
 // Handle sends the outcome of each audit line, with its reason after a
 // slash when it has one: "failed/timeout".
 func (a auditTap) Handle(_ context.Context, r slog.Record) error {
