@@ -53,7 +53,8 @@ type child struct {
 	lastRead atomic.Int64 // when the child last wrote, in Unix nanoseconds (see watch)
 	due      []*exchange  // to park once the child's questions that came together are all in; reader only
 
-	saidNotUTF8 bool // a line that is not UTF-8 was logged; reader only
+	saidNotUTF8 bool    // a line that is not UTF-8 was logged; reader only
+	skipped     skipLog // warnings about skipped lines; reader only
 
 	tools toolCache // the child's x-mcp-header annotations
 

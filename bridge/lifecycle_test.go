@@ -694,3 +694,40 @@ func TestAChildsEndNamesTheCallsItCost(t *testing.T) {
 		}
 	})
 }
+
+// A child that writes its own lines to stdout (debugging, garbage) gets a
+// warning for each of the first few a second, and one counting the rest:
+// the log does not grow with what the child prints. The calls go on.
+func TestSkippedLinesAreWarnedOfWithinABound(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var log gatewaytest.LockedBuffer
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, RestartMin: time.Hour, RestartMax: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(&log, nil))}))
+		defer w.b.Close(context.Background())
+		child := <-w.children
+		c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+		m := child.expect("tools/call")
+		for i := range 100 {
+			child.send("debug: step %d", i)
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+		if _, err := c.wait(); err != nil {
+			t.Fatalf("the call after the noise: %v", err)
+		}
+		time.Sleep(2 * time.Second) // the bubble's clock: a new second
+		for i := range 3 {
+			child.send("debug: later %d", i)
+		}
+		child.exit()
+		synctest.Wait()
+		text := log.String()
+		if got := strings.Count(text, "not JSON-RPC; skipped"); got != skippedPerSecond+3 {
+			t.Errorf("%d warnings about single lines, want %d (the bound, then the next second's 3)", got, skippedPerSecond+3)
+		}
+		if !regexp.MustCompile(`msg="child wrote more lines that were skipped; not logged one by one" .*skipped=90\b`).MatchString(text) {
+			t.Errorf("no warning counts the 90 lines not logged one by one:\n%s", text)
+		}
+	})
+}

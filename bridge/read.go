@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -47,6 +48,7 @@ func (ch *child) readLoop() {
 				ch.oversized(skipped, again)
 				continue
 			}
+			ch.sayQuiet()
 			ch.end(err)
 			return
 		}
@@ -60,6 +62,44 @@ func (ch *child) readLoop() {
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
+// skippedPerSecond bounds the warnings about lines the reader skips (not
+// JSON-RPC, an answer to no request): a child that prints its debugging
+// to stdout must not flood the log with a line for each of its own.
+const skippedPerSecond = 10
+
+// skipLog is the reader's count of those warnings; only the reader uses it.
+type skipLog struct {
+	second time.Time // the second being counted
+	logged int       // warnings logged in it
+	quiet  int       // lines skipped in it without a warning
+}
+
+// warnSkipped logs a warning about a skipped line, at most
+// skippedPerSecond a second; a second with more ends with a warning
+// counting them, when the next one comes or the reader stops.
+func (ch *child) warnSkipped(ctx context.Context, msg string, args ...any) {
+	now := time.Now()
+	l := &ch.skipped
+	if now.Sub(l.second) >= time.Second {
+		ch.sayQuiet()
+		l.second, l.logged = now, 0
+	}
+	if l.logged == skippedPerSecond {
+		l.quiet++
+		return
+	}
+	l.logged++
+	ch.log.WarnContext(ctx, msg, args...)
+}
+
+// sayQuiet logs how many skipped lines went without a warning.
+func (ch *child) sayQuiet() {
+	if l := &ch.skipped; l.quiet > 0 {
+		ch.log.Warn("child wrote more lines that were skipped; not logged one by one", "skipped", l.quiet, "within", time.Second, "logged", l.logged)
+		l.quiet = 0
+	}
+}
+
 func (ch *child) dispatchLine(line []byte) {
 	if !ch.saidNotUTF8 && !utf8.Valid(line) {
 		// JSON is UTF-8 (RFC 8259 §8.1), but the gateway passes payloads as
@@ -72,7 +112,7 @@ func (ch *child) dispatchLine(line []byte) {
 		// A 2025-03-26 child may batch; each element is a message of its own.
 		spans, err := jsonrpc.Elements(line)
 		if err != nil {
-			ch.log.Warn("child wrote a line that is not JSON; skipped", "err", err, "size", len(line), "head", head(line))
+			ch.warnSkipped(context.Background(), "child wrote a line that is not JSON; skipped", "err", err, "size", len(line), "head", head(line))
 			return
 		}
 		for _, sp := range spans {
@@ -87,7 +127,7 @@ func (ch *child) dispatchLine(line []byte) {
 func (ch *child) dispatch(raw []byte) {
 	m, err := jsonrpc.Parse(raw)
 	if err != nil {
-		ch.log.Warn("child wrote a message that is not JSON-RPC; skipped", "err", err, "size", len(raw), "head", head(raw))
+		ch.warnSkipped(context.Background(), "child wrote a message that is not JSON-RPC; skipped", "err", err, "size", len(raw), "head", head(raw))
 		ch.badAnswer(raw, err)
 		return
 	}
@@ -111,10 +151,10 @@ func (ch *child) response(m *jsonrpc.Message) {
 		if m.Error != nil {
 			// An error with id null is the child saying it could not read
 			// a request: what it says is all there is to go on.
-			ch.log.Warn("child answered an id the gateway never sent with an error; dropped", "id", string(m.ID), "error", head(m.Error))
+			ch.warnSkipped(context.Background(), "child answered an id the gateway never sent with an error; dropped", "id", string(m.ID), "error", head(m.Error))
 			return
 		}
-		ch.log.Warn("child answered an id the gateway never sent; dropped", "id", string(m.ID))
+		ch.warnSkipped(context.Background(), "child answered an id the gateway never sent; dropped", "id", string(m.ID))
 		return
 	}
 	ex := ch.take(id)
@@ -126,7 +166,7 @@ func (ch *child) response(m *jsonrpc.Message) {
 				// Not a cancellation missed: the child answered one request
 				// twice.
 				ch.b.unknown.Add(1)
-				ch.log.WarnContext(e.ctx, "child answered a request it had answered already; dropped", "id", id)
+				ch.warnSkipped(e.ctx, "child answered a request it had answered already; dropped", "id", id)
 			case known:
 				ch.b.late.Add(1)
 				ch.log.DebugContext(e.ctx, "dropped late response", "id", id)
@@ -136,7 +176,7 @@ func (ch *child) response(m *jsonrpc.Message) {
 			}
 		} else {
 			ch.b.unknown.Add(1)
-			ch.log.Warn("child answered an id the gateway never sent; dropped", "id", id)
+			ch.warnSkipped(context.Background(), "child answered an id the gateway never sent; dropped", "id", id)
 		}
 		return
 	}

@@ -55,6 +55,9 @@ func logAccess(log *slog.Logger, trusted []netip.Prefix, r *http.Request, aw *ac
 			attrs = append(attrs, "client", client)
 		}
 	}
+	if n, ok := r.Context().Value(namingKey{}).(*naming); ok {
+		attrs = append(attrs, n.refusal...)
+	}
 	log.Log(r.Context(), level, "http request", attrs...)
 }
 

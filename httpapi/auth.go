@@ -112,7 +112,7 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 			// Failed attempts count against the address's rate, so that
 			// guessing tokens is as slow as calling.
 			if ok, wait := h.opts.Limiter.Allow(h.clientKey(r)); !ok {
-				h.tooMany(w, r, h.clientKey(r), wait)
+				h.tooMany(w, r, h.clientKey(r), wait, "credentials", "invalid")
 				return
 			}
 		}
@@ -121,8 +121,9 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 			if !errors.As(err, &ae) {
 				ae = &auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the credentials could not be checked"}
 			}
-			h.log.InfoContext(r.Context(), "refused a request without valid credentials",
-				"reason", ae.Description, "path", r.URL.Path, "remote", r.RemoteAddr)
+			// Said on the request's access line, its one line at info: a
+			// flood of bad tokens does not double the log.
+			noteRefusal(r, "refused", "unauthorized", "why", ae.Description)
 			h.opts.Meter.Refused("unauthorized")
 			w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(ae))
 			msg := "authentication required: send an Authorization header with a Bearer token"

@@ -405,3 +405,64 @@ func TestClip(t *testing.T) {
 		t.Error("a short name was changed")
 	}
 }
+
+// A request refused before it was read gets one line, its access line, at
+// info, saying why: credentials (with the verifier's words), the rate or
+// the streams a client may have (with the client it counted against), and
+// for a rate reached by wrong tokens, that the credentials were invalid.
+func TestRefusalsAreOneLineSayingWhy(t *testing.T) {
+	t.Parallel()
+	lines := func(t *testing.T, logs *syncBuffer, n int) []map[string]any {
+		t.Helper()
+		text := logs.waitFor(t, func(text string) bool { return strings.Count(text, `"msg":"http request"`) >= n })
+		var out []map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if rec["level"] == "INFO" && rec["msg"] != "audit" {
+				out = append(out, rec)
+			}
+		}
+		return out
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	t.Run("wrong tokens, then the rate", func(t *testing.T) {
+		t.Parallel()
+		srv, logs := guarded(t, newFake(), Options{Limiter: clientlimit.New(clientlimit.Options{Rate: 1e-9, Burst: 2})})
+		for range 3 {
+			post(t, srv+"/mcp", "application/json", body, bearer("guess-0123456789abcdef")...)
+		}
+		got := lines(t, logs, 3)
+		if len(got) != 3 {
+			t.Fatalf("%d lines at info for 3 refused requests, want 3: %v", len(got), got)
+		}
+		for i, want := range []map[string]any{
+			{"status": 401.0, "refused": "unauthorized"},
+			{"status": 401.0, "refused": "unauthorized"},
+			{"status": 429.0, "refused": "rate_limited", "client": "addr:127.0.0.1", "credentials": "invalid"},
+		} {
+			for k, v := range want {
+				if got[i][k] != v {
+					t.Errorf("line %d: %s = %v, want %v: %v", i, k, got[i][k], v, got[i])
+				}
+			}
+		}
+		if why, _ := got[0]["why"].(string); why == "" {
+			t.Errorf("the 401's line does not say why: %v", got[0])
+		}
+	})
+	t.Run("a caller over its rate", func(t *testing.T) {
+		t.Parallel()
+		f := newFake()
+		srv, logs := guarded(t, f, Options{Limiter: clientlimit.New(clientlimit.Options{Rate: 1e-9, Burst: 1})})
+		go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil) }()
+		post(t, srv+"/mcp", "application/json", body, bearer(ciToken)...)
+		post(t, srv+"/mcp", "application/json", body, bearer(ciToken)...)
+		got := lines(t, logs, 1) // the call's own access line is at debug
+		if len(got) != 1 || got[0]["status"] != 429.0 || got[0]["refused"] != "rate_limited" || got[0]["client"] != "token:ci" {
+			t.Errorf("want one line at info besides the audit, the 429 naming token:ci: %v", got)
+		}
+	})
+}

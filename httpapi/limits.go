@@ -57,9 +57,9 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 		}
 		release, ok := h.opts.Limiter.Open(key)
 		if !ok {
-			// Debug: the access log has the 429 already, and a flood must
-			// not double the log.
-			h.log.DebugContext(r.Context(), "refused a request: the client has as many open as it may", "client", key)
+			// On the access line, with the 429: a flood must not double
+			// the log.
+			noteRefusal(r, "refused", "too_many_streams", "client", key)
 			h.opts.Meter.Refused("too_many_streams")
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "too_many_streams",
@@ -71,9 +71,10 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 	})
 }
 
-// tooMany answers a client over its rate.
-func (h *handlers) tooMany(w http.ResponseWriter, r *http.Request, key string, wait time.Duration) {
-	h.log.DebugContext(r.Context(), "refused a call over the client's rate limit", "client", key, "retry_after", wait)
+// tooMany answers a client over its rate; more says more of why, for the
+// access line.
+func (h *handlers) tooMany(w http.ResponseWriter, r *http.Request, key string, wait time.Duration, more ...any) {
+	noteRefusal(r, append([]any{"refused", "rate_limited", "client", key}, more...)...)
 	h.opts.Meter.Refused("rate_limited")
 	after := clientlimit.RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", after)

@@ -22,6 +22,17 @@ type naming struct {
 	trace  trace
 	traced bool
 	said   [1]string // the answer's X-Request-Id, held here to save an allocation
+	// refusal says why the request was refused before it was read
+	// (credentials, limits), for its access line: key/value pairs.
+	refusal []any
+}
+
+// noteRefusal keeps on r's naming why it was refused, for the access line:
+// the one line such a request gets.
+func noteRefusal(r *http.Request, args ...any) {
+	if n, ok := r.Context().Value(namingKey{}).(*naming); ok {
+		n.refusal = args
+	}
 }
 
 type namingKey struct{}

@@ -338,7 +338,7 @@ func drain(b *bridge.Bridge, grace time.Duration, log *slog.Logger) {
 		}
 	}()
 	if err := b.Drain(ctx); err != nil {
-		log.Info("grace period over; cancelling the calls still in flight", "in_flight", b.Stats().InFlight)
+		log.Warn("grace period over; cancelling the calls still in flight", "in_flight", b.Stats().InFlight)
 		return
 	}
 	log.Info("calls in flight finished")
