@@ -308,6 +308,29 @@ func TestOversizedResponseFailsItsCall(t *testing.T) {
 	}
 }
 
+// The call an oversized answer fails is named in the log, under its
+// request's context (which gives the request id in the gateway's log).
+func TestOversizedResponseIsLoggedWithItsCall(t *testing.T) {
+	t.Parallel()
+	var log gatewaytest.LockedBuffer
+	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}, maxLine: 1000}
+	opts := legacy()
+	opts.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	w.b = New(w.start, strict(t, opts))
+	t.Cleanup(func() { w.b.Close(context.Background()) })
+	child := w.child()
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"big","method":"tools/call"}`)
+	m := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"text":"%s"}}`, m.ID, strings.Repeat("x", 5000))
+	if _, err := c.wait(); gatewayCode(t, err) != jsonrpc.CodeTooLarge {
+		t.Fatalf("Wait = %v, want the too-large error", err)
+	}
+	want := fmt.Sprintf(`id=%s method=tools/call client_id="\"big\""`, m.ID)
+	if !regexp.MustCompile(`msg="call failed: the child's answer is over the size limit" .*` + regexp.QuoteMeta(want)).MatchString(log.String()) {
+		t.Errorf("the log does not name the call:\n%s\nwant a line with %s", log.String(), want)
+	}
+}
+
 // A response whose line passes the size limit fails its call then, before
 // the line's end, which a child that writes without end never sends; once
 // it ends, the reader goes on.
