@@ -105,8 +105,11 @@ func modernCaller(r *http.Request, req *mcp.Request) (bridge.Caller, *rpcFailure
 // which a client of this error does not do.
 func unsupportedVersion(v string) *rpcFailure {
 	return refuse(http.StatusBadRequest, mcp.CodeUnsupportedVersion,
-		fmt.Sprintf("unsupported protocol version %q (this gateway speaks %s, and the 2025 revisions through initialize)", v, mcp.Modern),
-		map[string]any{"supported": mcp.Revisions(), "requested": v})
+		fmt.Sprintf("unsupported protocol version %q (this gateway speaks %s, and through initialize %s)", v, mcp.Modern, strings.Join(mcp.LegacyRevisions(), ", ")),
+		// The versions server/discover names: the suite checks that
+		// the two agree. A 2025 client learns the 2025 ones from
+		// initialize, and the message names them.
+		map[string]any{"supported": []string{mcp.Modern}, "requested": v})
 }
 
 // checkMirrored compares the Mcp-Method and Mcp-Name headers with the body

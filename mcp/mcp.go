@@ -31,12 +31,11 @@ func legacyRevisions() [4]string {
 	return [4]string{LatestLegacy, "2025-06-18", "2025-03-26", "2024-11-05"}
 }
 
-// Revisions are every revision the gateway speaks, newest first: what an
-// unsupported version's error lists, so that a 2025 client finds its own
-// there as well as a 2026 one.
-func Revisions() []string {
+// LegacyRevisions are the revisions that start with initialize, newest
+// first.
+func LegacyRevisions() []string {
 	l := legacyRevisions()
-	return append([]string{Modern}, l[:]...)
+	return l[:]
 }
 
 // Methods.
