@@ -9,9 +9,8 @@ import (
 )
 
 // A child that keeps failing is started again after delays that double up
-// to the cap, never in a hot loop; one that served for a good while (at
-// least 10 s, and four times the delay it was started after) is started
-// again after the shortest delay.
+// to the cap, never in a hot loop; one that served for a while (10 s from
+// the end of its handshake) is started again after the shortest delay.
 func TestRestartsBackOff(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -48,9 +47,10 @@ func TestRestartsBackOff(t *testing.T) {
 		if gap := (<-starts).Sub(exited); gap != time.Second {
 			t.Errorf("a child that served a minute was started again after %v, want 1s", gap)
 		}
-		// Each child started after 1 s serves a while, then exits: 15 s is
-		// a good while; 5 s and 9 s are not, and the delay doubles.
-		for _, tt := range []struct{ served, want time.Duration }{{15, 1}, {5, 2}, {9, 4}} {
+		// Each child serves a while, then exits: 15 s is a while, and so is
+		// 60 s after a long delay; 5 s and 9 s are not, and the delay
+		// doubles.
+		for _, tt := range []struct{ served, want time.Duration }{{15, 1}, {5, 2}, {9, 4}, {9, 8}, {9, 8}, {60, 1}} {
 			child = <-w.children
 			if err := w.b.WaitReady(context.Background()); err != nil {
 				t.Fatal(err)
@@ -65,6 +65,34 @@ func TestRestartsBackOff(t *testing.T) {
 		defer (<-w.children).exit()
 		if err := w.b.WaitReady(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// A child whose handshake times out, however long the timeout, failed to
+// start: its restarts back off to the cap (its handshake is not service).
+func TestRestartsAfterHandshakeTimeoutsBackOff(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{}} // initialize goes unanswered
+		starts := make(chan time.Time, 16)
+		start := func(ctx context.Context) (Transport, error) {
+			starts <- time.Now()
+			return w.start(ctx)
+		}
+		w.b = New(start, strict(t, Options{Era: EraLegacy, HandshakeTimeout: 20 * time.Second, RestartMin: time.Second, RestartMax: 8 * time.Second}))
+		defer w.b.Close(context.Background())
+		prev := <-starts
+		for i, want := range []time.Duration{1, 2, 4, 8, 8} {
+			at := <-starts
+			// Each start waits out the handshake timeout, then the delay.
+			if gap := at.Sub(prev) - 20*time.Second; gap != want*time.Second {
+				t.Errorf("start %d came %v after the handshake before timed out, want %v", i+2, gap, want*time.Second)
+			}
+			prev = at
+		}
+		for len(w.children) > 0 {
+			(<-w.children).exit()
 		}
 	})
 }

@@ -50,8 +50,8 @@ func (w *worker) launch() {
 	go w.run(ctx)
 }
 
-// minServed is the least a child must have run for its restart to come
-// after the shortest delay (see run).
+// minServed is the least a child must have served, from the end of its
+// handshake, for its restart to come after the shortest delay (see run).
 const minServed = 10 * time.Second
 
 // run keeps a child running. The delay doubles after each quick failure,
@@ -60,9 +60,7 @@ func (w *worker) run(ctx context.Context) {
 	defer close(w.runDone)
 	opts := &w.b.opts
 	delay := opts.RestartMin
-	var waited time.Duration // the delay the child now starting was started after
 	for {
-		began := time.Now()
 		w.setStarting(true)
 		ch, err := w.startChild(ctx)
 		if err != nil {
@@ -78,25 +76,26 @@ func (w *worker) run(ctx context.Context) {
 			w.mu.Unlock()
 		}
 		w.setStarting(false)
+		var served time.Duration // from the end of its handshake; 0 for one that did not start
 		if err == nil {
+			ready := time.Now()
 			select {
 			case <-ch.done:
 			case <-ctx.Done():
 				return
 			}
-			err = ch.endErr()
+			err, served = ch.endErr(), time.Since(ready)
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		// A child that served for a good while earns a quick restart, and so
+		// A child that served for a while earns a quick restart, and so
 		// does one that only exited because it was probed: it is started
-		// again as legacy. A good while is long against the delay it was
-		// started after, so that one failing soon after each start still
-		// backs off to the cap, and at least minServed, so that one failing
-		// seconds in is not started again every few seconds; a child that
-		// fails once a minute is restarted at once each time.
-		if time.Since(began) >= max(minServed, 4*waited) || errors.Is(err, errExitedOnProbe) {
+		// again as legacy. A while is minServed: one that fails to start,
+		// or fails seconds into its service, backs off to the cap; one that
+		// fails now and then (once a minute) is restarted at once each
+		// time, its clients waiting no longer than they must.
+		if served >= minServed || errors.Is(err, errExitedOnProbe) {
 			delay = opts.RestartMin
 		}
 		if errors.Is(err, errExitedOnProbe) {
@@ -110,7 +109,7 @@ func (w *worker) run(ctx context.Context) {
 			t.Stop()
 			return
 		}
-		waited, delay = delay, min(2*delay, opts.RestartMax)
+		delay = min(2*delay, opts.RestartMax)
 		w.restarts.Add(1)
 		w.b.restarts.Add(1)
 		w.b.stateChanged()
