@@ -15,7 +15,8 @@ import (
 // late answers) is in Status instead, so that it never drifts.
 type Observer interface {
 	// CallEnded is told once for each request a client gave Call
-	// (listens aside), how the call ended as its client saw it.
+	// (listens aside), how the call ended as its client saw it; and for
+	// each tools/call refused before Call because ToolHeaders failed.
 	CallEnded(Ending)
 	// Progress is told of each progress notification a child sends, and
 	// what became of it.

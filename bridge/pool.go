@@ -312,7 +312,14 @@ func (b *Bridge) ToolHeaders(ctx context.Context, tool string) ([]mcp.ParamHeade
 	b.mu.Unlock()
 	h, err := w.toolHeaders(ctx, tool)
 	if err != nil {
-		b.opts.Observer.CallEnded(endingOf(err, false))
+		e := endingOf(err, false)
+		if e.Outcome == OutcomeError {
+			// The child's own error to the list, or one of the
+			// gateway's that is no call's: the client is told no child
+			// serves it (see httpapi's checkParamHeaders).
+			e = Ending{Outcome: OutcomeUnavailable}
+		}
+		b.opts.Observer.CallEnded(e)
 	}
 	return h, err
 }

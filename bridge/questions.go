@@ -146,7 +146,7 @@ func (ch *child) question(m *jsonrpc.Message) {
 	case ex == nil:
 		// Which client would see the question matters: it carries what
 		// the call that asks is about.
-		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("%d calls are in flight and stdio does not say which one asks %s: "+
+		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("%d calls are in flight (or parked for their clients' answers) and stdio does not say which one asks %s: "+
 			"a client is asked only while its call is the only one in flight", n, m.Method))
 		return
 	}

@@ -95,7 +95,7 @@ func (ch *child) warnSkipped(ctx context.Context, msg string, args ...any) {
 // sayQuiet logs how many skipped lines went without a warning.
 func (ch *child) sayQuiet() {
 	if l := &ch.skipped; l.quiet > 0 {
-		ch.log.Warn("child wrote more lines that were skipped; not logged one by one", "skipped", l.quiet, "within", time.Second, "logged", l.logged)
+		ch.log.Warn("child wrote more lines that were skipped; not logged one by one", "skipped", l.quiet, "in_the_second_from", l.second, "logged", l.logged)
 		l.quiet = 0
 	}
 }

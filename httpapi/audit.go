@@ -183,10 +183,11 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 	_ = handler.Handle(r.Context(), rec)
 }
 
-// gatewayReason names an error of the gateway's own as gateway_calls_total's
-// outcome label does, so that an audit line and the metric can be matched
-// (a failed call is a timeout, a child unavailable, ...); "" for a code
-// that is not one of the gateway's.
+// gatewayReason names an error of the gateway's own as the metrics do, so
+// that an audit line and a metric can be matched: gateway_calls_total's
+// outcome for what befell a call (a timeout, a child unavailable, ...),
+// gateway_requests_refused_total's reason for credentials and limits; ""
+// for a code that is not one of the gateway's.
 func gatewayReason(code int) string {
 	switch code {
 	case jsonrpc.CodeUnavailable:

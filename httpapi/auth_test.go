@@ -408,7 +408,7 @@ func TestClip(t *testing.T) {
 
 // A request refused before it was read gets one line, its access line, at
 // info, saying why: credentials (with the verifier's words), the rate or
-// the streams a client may have (with the client it counted against), and
+// the streams a client may have (with the key it counted against), and
 // for a rate reached by wrong tokens, that the credentials were invalid.
 func TestRefusalsAreOneLineSayingWhy(t *testing.T) {
 	t.Parallel()
@@ -441,7 +441,7 @@ func TestRefusalsAreOneLineSayingWhy(t *testing.T) {
 		for i, want := range []map[string]any{
 			{"status": 401.0, "refused": "unauthorized"},
 			{"status": 401.0, "refused": "unauthorized"},
-			{"status": 429.0, "refused": "rate_limited", "client": "addr:127.0.0.1", "credentials": "invalid"},
+			{"status": 429.0, "refused": "rate_limited", "limit_key": "addr:127.0.0.1", "credentials": "invalid"},
 		} {
 			for k, v := range want {
 				if got[i][k] != v {
@@ -461,7 +461,7 @@ func TestRefusalsAreOneLineSayingWhy(t *testing.T) {
 		post(t, srv+"/mcp", "application/json", body, bearer(ciToken)...)
 		post(t, srv+"/mcp", "application/json", body, bearer(ciToken)...)
 		got := lines(t, logs, 1) // the call's own access line is at debug
-		if len(got) != 1 || got[0]["status"] != 429.0 || got[0]["refused"] != "rate_limited" || got[0]["client"] != "token:ci" {
+		if len(got) != 1 || got[0]["status"] != 429.0 || got[0]["refused"] != "rate_limited" || got[0]["limit_key"] != "token:ci" {
 			t.Errorf("want one line at info besides the audit, the 429 naming token:ci: %v", got)
 		}
 	})

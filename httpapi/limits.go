@@ -59,7 +59,7 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 		if !ok {
 			// On the access line, with the 429: a flood must not double
 			// the log.
-			noteRefusal(r, "refused", "too_many_streams", "client", key)
+			noteRefusal(r, "refused", "too_many_streams", "limit_key", key)
 			h.opts.Meter.Refused("too_many_streams")
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "too_many_streams",
@@ -74,7 +74,7 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 // tooMany answers a client over its rate; more says more of why, for the
 // access line.
 func (h *handlers) tooMany(w http.ResponseWriter, r *http.Request, key string, wait time.Duration, more ...any) {
-	noteRefusal(r, append([]any{"refused", "rate_limited", "client", key}, more...)...)
+	noteRefusal(r, append([]any{"refused", "rate_limited", "limit_key", key}, more...)...)
 	h.opts.Meter.Refused("rate_limited")
 	after := clientlimit.RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", after)

@@ -57,8 +57,10 @@ func crossSiteWithoutOrigin(r *http.Request) bool {
 	}
 	if r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-User") == "?1" {
 		// A page the user opens, not one framed unseen in another, nor
-		// one another site's script opens (a location set, a form
-		// submitted), which browsers send without Sec-Fetch-User.
+		// one another site's script opens on its own (a location set, a
+		// form submitted, on a timer or at load), which browsers send
+		// without Sec-Fetch-User; one it opens as the user clicks there
+		// carries it, as a link the user follows does.
 		if dest := r.Header.Get("Sec-Fetch-Dest"); dest == "" || dest == "document" {
 			return false
 		}

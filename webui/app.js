@@ -486,7 +486,7 @@ function progress(p) {
   const amount = known ? `${p.progress} of ${p.total}` : `${p.progress}`;
   const message = typeof p.message === 'string' && p.message ? p.message : '';
   // A message that already says how far ("step 7 of 100") is not told it again.
-  $('progress-label').textContent = message ? (message.includes(amount) ? message : `${message} (${amount})`) : `Progress: ${amount}`;
+  $('progress-label').textContent = message ? (known && message.includes(amount) ? message : `${message} (${amount})`) : `Progress: ${amount}`;
   if (message) {
     const log = $('log');
     log.append(el('li', { text: message }));

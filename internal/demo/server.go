@@ -398,6 +398,9 @@ func (n *intArg) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &f); err != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
 		// Said as encoding/json says a value of the wrong type.
 		value := "number " + string(b)
+		if err == nil && f == math.Trunc(f) {
+			value += ", out of range"
+		}
 		switch b[0] {
 		case '"':
 			value = "string"

@@ -148,6 +148,7 @@ func TestArgumentsOfTheWrongType(t *testing.T) {
 		{"slow", map[string]any{"duration_ms": 10.0, "interval_ms": 5}, ""},
 		{"echo", map[string]any{"text": 5}, "argument text must be a string, not number"},
 		{"big", map[string]any{"bytes": []int{1}}, "argument bytes must be an integer, not array"},
+		{"big", map[string]any{"bytes": 3e9}, "argument bytes must be an integer, not number 3000000000, out of range"},
 		{"echo", map[string]any{"text": "fine", "other": 1}, ""},
 	} {
 		r := h.tool(nil, tc.tool, tc.args)
