@@ -146,9 +146,10 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 			Message: fmt.Sprintf("Content-Encoding %q is not accepted; send the body uncompressed", strings.Join(ce, ", "))})
 		return nil, false
 	}
-	// A body that trickles in must not hold a goroutine forever; the
-	// deadline is lifted once the body is in, since the answer may be a
-	// stream that lasts as long as the call.
+	// A body that trickles in must not hold a goroutine forever: its
+	// deadline (set by bodyDeadline, as the request came) is lifted once
+	// the body is in, since the answer may be a stream that lasts as long
+	// as the call.
 	var err error
 	if r.ContentLength > h.opts.MaxBodyBytes {
 		// Refused as declared: waiting for the bytes would only make a
@@ -156,7 +157,6 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 		err = &http.MaxBytesError{Limit: h.opts.MaxBodyBytes}
 	} else {
 		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Now().Add(h.opts.ClientTimeout))
 		var body []byte
 		body, err = readAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), r.ContentLength, h.opts.MaxBodyBytes)
 		if err == nil {

@@ -434,6 +434,38 @@ func TestTricklingBodyTimesOut(t *testing.T) {
 	}
 }
 
+// A request that declares a body it never sends, on a route that does not
+// read it (or one refused before it is read), is answered within the
+// client timeout and its connection closed: net/http reads what is left
+// of a body before it answers, and would otherwise wait forever.
+func TestUnreadBodyThatNeverArrives(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, newFake(), Options{ClientTimeout: 100 * time.Millisecond})
+	for _, req := range []string{
+		"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n",
+		"GET /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab",
+		"POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{",
+		"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+	} {
+		conn := dial(t, srv)
+		fmt.Fprint(conn, req)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("%q: no answer: %v", req, err)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// Then the connection ends: what follows the answer would be the
+		// rest of the body, not a request.
+		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Errorf("%q: after the answer (%d) the connection is still open: %v", req, resp.StatusCode, err)
+		}
+	}
+}
+
 // A legacy client's response answers a question the gateway relayed; a
 // 2026-07-28 client sends none.
 func TestResponsesFromClients(t *testing.T) {
