@@ -675,12 +675,7 @@ func TestAStartingChildIsWaitedForAtMostTheQueueTimeout(t *testing.T) {
 func TestAChildsEndNamesTheCallsItCost(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var log gatewaytest.LockedBuffer
-		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
-		w.b = New(w.start, strict(t, Options{Era: EraLegacy, RestartMin: time.Hour, RestartMax: time.Hour,
-			Logger: slog.New(slog.NewTextHandler(&log, nil))}))
-		defer w.b.Close(context.Background())
-		child := <-w.children
+		w, child, log := loggedWorld(t)
 		const n = maxLostNamed + 2
 		var calls []*call
 		for i := range n {
@@ -701,12 +696,7 @@ func TestAChildsEndNamesTheCallsItCost(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		var log gatewaytest.LockedBuffer
-		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{}}
-		w.b = New(w.start, strict(t, Options{Era: EraLegacy, RestartMin: time.Hour, RestartMax: time.Hour,
-			Logger: slog.New(slog.NewTextHandler(&log, nil))}))
-		defer w.b.Close(context.Background())
-		child := <-w.children
+		_, child, log := loggedWorld(t, autoReply{})
 		if m := <-child.got; m.Method != "initialize" {
 			t.Fatalf("the child's first message is %s, want initialize", m.Raw)
 		}
@@ -724,12 +714,7 @@ func TestAChildsEndNamesTheCallsItCost(t *testing.T) {
 func TestSkippedLinesAreWarnedOfWithinABound(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var log gatewaytest.LockedBuffer
-		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
-		w.b = New(w.start, strict(t, Options{Era: EraLegacy, RestartMin: time.Hour, RestartMax: time.Hour,
-			Logger: slog.New(slog.NewTextHandler(&log, nil))}))
-		defer w.b.Close(context.Background())
-		child := <-w.children
+		w, child, log := loggedWorld(t)
 		c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 		m := child.expect("tools/call")
 		for i := range 100 {

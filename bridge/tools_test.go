@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stdiomcp/gateway/internal/gatewaytest"
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -139,11 +140,18 @@ func TestToolListThatIsNotAList(t *testing.T) {
 	}
 }
 
-// loggedWorld is a legacy bridge with one child, whose log the test reads.
-func loggedWorld(t *testing.T) (*world, *fakeChild, *gatewaytest.LockedBuffer) {
+// loggedWorld is a legacy bridge with one child, whose log the test reads
+// (a child that exits is not restarted within an hour); a child answers
+// its handshake unless the test says otherwise.
+func loggedWorld(t *testing.T, auto ...autoReply) (*world, *fakeChild, *gatewaytest.LockedBuffer) {
 	var log gatewaytest.LockedBuffer
-	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
-	w.b = New(w.start, strict(t, Options{Era: EraLegacy, Logger: slog.New(slog.NewTextHandler(&log, nil))}))
+	a := autoReply{initialize: true}
+	if len(auto) > 0 {
+		a = auto[0]
+	}
+	w := &world{t: t, children: make(chan *fakeChild, 8), auto: a}
+	w.b = New(w.start, strict(t, Options{Era: EraLegacy, RestartMin: time.Hour, RestartMax: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))}))
 	t.Cleanup(func() { w.b.Close(context.Background()) })
 	child := <-w.children
 	t.Cleanup(child.exit)
