@@ -301,6 +301,20 @@ func TestSessionIDs(t *testing.T) {
 	}
 }
 
+// newSession makes a 2025 session and opens it.
+func newSession(t *testing.T, ss *sessions) (*session, string) {
+	t.Helper()
+	sid, f := ss.create("2025-11-25", "", nil, nil)
+	if f != nil {
+		t.Fatal(f.err)
+	}
+	s, err := ss.open(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, sid
+}
+
 // A replica holds records only for sessions that need one here, and at
 // most max of them: a session whose calls would need one more is refused
 // (503) while every record has a call in flight, and served once one ends.
@@ -308,14 +322,7 @@ func TestSessionRecordsAreBounded(t *testing.T) {
 	t.Parallel()
 	ss := newSessions([]byte("a key for the session tests, 32+"), time.Hour, 2)
 	open := func() *session {
-		sid, f := ss.create("2025-11-25", "", nil, nil)
-		if f != nil {
-			t.Fatal(f.err)
-		}
-		s, err := ss.open(sid)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, _ := newSession(t, ss)
 		return s
 	}
 	a, b, c := open(), open(), open()
@@ -497,14 +504,7 @@ func TestExpiredSessionRecordsAreForgotten(t *testing.T) {
 		ss := newSessions([]byte("a key for the session tests, 32+"), time.Hour, 100)
 		var sids []string
 		for range 10 {
-			sid, f := ss.create("2025-11-25", "", nil, nil)
-			if f != nil {
-				t.Fatal(f.err)
-			}
-			s, err := ss.open(sid)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, sid := newSession(t, ss)
 			if _, f := s.setLogLevel("debug"); f != nil {
 				t.Fatal(f.err)
 			}
