@@ -413,14 +413,7 @@ func TestSessionEndsAreKept(t *testing.T) {
 	key := []byte("a key for the session tests, 32+")
 	ss := newSessions(key, time.Hour, 2)
 	mint := func() (string, *session) {
-		sid, f := ss.create("2025-11-25", "", nil, nil)
-		if f != nil {
-			t.Fatal(f.err)
-		}
-		s, err := ss.open(sid)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, sid := newSession(t, ss)
 		return sid, s
 	}
 	a, _ := mint()
