@@ -555,6 +555,30 @@ func TestModernClientCapabilitiesLimitTheQuestions(t *testing.T) {
 	if !refused || !cancelled {
 		t.Errorf("child's question refused %v, call cancelled %v; want both", refused, cancelled)
 	}
+
+	// A URL-mode elicitation that a form-only client cannot be asked: the
+	// -32021 names the mode, so that a client that follows it is asked.
+	for caps, want := range map[string]string{
+		`{}`:                         `{"requiredCapabilities":{"elicitation":{"url":{}}}}`,
+		`{"elicitation":{}}`:         `{"requiredCapabilities":{"elicitation":{"url":{}}}}`,
+		`{"elicitation":{"url":{}}}`: "",
+	} {
+		w3 := newWorld(t, legacy(), autoReply{initialize: true})
+		child3 := w3.child()
+		c3, _ := callOn(w3.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`), Caller{Modern: true, Capabilities: json.RawMessage(caps)})
+		child3.expect("tools/call")
+		child3.send(`{"jsonrpc":"2.0","id":"u","method":"elicitation/create","params":{"mode":"url","message":"sign in","url":"https://example.com/x","elicitationId":"e1"}}`)
+		resp, err := c3.wait()
+		if want == "" {
+			if err != nil || !contains(resp, `"u":{"method":"elicitation/create"`) {
+				t.Errorf("a client with URL-mode elicitation: %s %v, want the question", resp, err)
+			}
+			continue
+		}
+		if e = nil; !errorsAs(err, &e) || e.Code != -32021 || string(e.Data) != want {
+			t.Errorf("a client with %s: %v (data %s), want -32021 with %s", caps, err, dataOf(e), want)
+		}
+	}
 }
 
 func errorsAs(err error, target **jsonrpc.Error) bool { return errors.As(err, target) }

@@ -194,26 +194,35 @@ func (q *questions) route(ex *exchange, a *ask, capability string) routing {
 		st = &asking{}
 		q.open[ex] = st
 	}
+	// What the question needs of the client: its capability, and for an
+	// elicitation the mode it asks in ("elicitation.url").
+	need, why := capability, "the client did not declare the "+capability+" capability"
+	lacks := !mcp.HasCapability(caller.Capabilities, capability)
+	if capability == mcp.CapElicitation {
+		switch mode := mcp.ElicitationMode(a.params); {
+		case mode != "form" && mode != "url":
+			return routing{refuse: "elicitation/create asks in a mode that is neither form nor url"}
+		case !mcp.CanElicit(caller.Capabilities, mode):
+			if !lacks || mode == "url" {
+				need, why = capability+"."+mode, "the client did not declare elicitation in "+mode+" mode"
+			}
+			lacks = true
+		}
+	}
 	var r routing
 	switch {
-	case !mcp.HasCapability(caller.Capabilities, capability):
+	case lacks:
 		if caller.Modern && !parked && capability != mcp.CapRoots {
 			// If nothing the child asks can be asked, the call needs a
 			// capability the client lacks: -32021, decided in park. Not for
 			// roots: servers ask for them on their own schedule (after
 			// initialize, on list changes), so a roots/list that happens to
 			// come during a call says nothing about the call.
-			st.missing = append(st.missing, capability)
+			st.missing = append(st.missing, need)
 			r.due = true
 		}
-		r.refuse = "the client did not declare the " + capability + " capability"
+		r.refuse = why
 		return r
-	case capability == mcp.CapElicitation && !mcp.CanElicit(caller.Capabilities, mcp.ElicitationMode(a.params)):
-		mode := mcp.ElicitationMode(a.params)
-		if mode != "form" && mode != "url" {
-			return routing{refuse: "elicitation/create asks in a mode that is neither form nor url"}
-		}
-		return routing{refuse: "the client did not declare elicitation in " + mode + " mode"}
 	case !caller.Modern && !caller.CanStream:
 		return routing{refuse: "the client cannot take a stream, so it cannot be asked " + a.method}
 	}

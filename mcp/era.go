@@ -381,14 +381,29 @@ func ResultType(result []byte) string {
 
 // MissingCapabilities is 2026-07-28's error for a request that needs
 // client capabilities the client did not declare.
+// A name may be a capability and one of its members, "elicitation.url":
+// {"elicitation":{"url":{}}}.
 func MissingCapabilities(names []string) *jsonrpc.Error {
-	var caps []member
+	var order []string
+	subs := map[string][]member{}
 	seen := map[string]bool{}
 	for _, n := range names {
-		if !seen[n] {
-			seen[n] = true
-			caps = append(caps, member{n, []byte("{}")})
+		if seen[n] {
+			continue
 		}
+		seen[n] = true
+		top, sub, _ := strings.Cut(n, ".")
+		if _, ok := subs[top]; !ok {
+			order = append(order, top)
+			subs[top] = nil
+		}
+		if sub != "" {
+			subs[top] = append(subs[top], member{sub, []byte("{}")})
+		}
+	}
+	caps := make([]member, 0, len(order))
+	for _, top := range order {
+		caps = append(caps, member{top, object(subs[top]...)})
 	}
 	return &jsonrpc.Error{Code: CodeMissingCapability,
 		Message: "the request needs client capabilities the client did not declare: " + strings.Join(names, ", "),

@@ -161,6 +161,10 @@ func TestInputRequired(t *testing.T) {
 	if e.Code != CodeMissingCapability || string(e.Data) != `{"requiredCapabilities":{"sampling":{},"roots":{}}}` {
 		t.Errorf("MissingCapabilities = %d %s", e.Code, e.Data)
 	}
+	e = MissingCapabilities([]string{"elicitation.url", "sampling", "elicitation", "elicitation.form"})
+	if string(e.Data) != `{"requiredCapabilities":{"elicitation":{"url":{},"form":{}},"sampling":{}}}` {
+		t.Errorf("MissingCapabilities with modes = %s", e.Data)
+	}
 }
 
 func TestListenVocabulary(t *testing.T) {
