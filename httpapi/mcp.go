@@ -147,7 +147,7 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 		return nil, false
 	}
 	// A body that trickles in must not hold a goroutine forever: its
-	// deadline (set by bodyDeadline, as the request came) is lifted once
+	// deadline (set by BodyDeadline, as the request came) is lifted once
 	// the body is in, since the answer may be a stream that lasts as long
 	// as the call.
 	var err error

@@ -163,7 +163,7 @@ func New(b Backend, opts Options) http.Handler {
 	r := chi.NewRouter()
 	// The meter sits outside Recoverer, so that it sees the 500 a panic
 	// becomes.
-	r.Use(h.bodyDeadline, closeAfterChunked, newRequestIDs().named, accessLog(opts.Logger, opts.TrustedProxies), opts.Meter.Instrument, withCORS(opts.AllowedOrigins, h.originAllowed), middleware.Recoverer)
+	r.Use(BodyDeadline(opts.ClientTimeout), closeAfterChunked, newRequestIDs().named, accessLog(opts.Logger, opts.TrustedProxies), opts.Meter.Instrument, withCORS(opts.AllowedOrigins, h.originAllowed), middleware.Recoverer)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
@@ -342,21 +342,23 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	sendNow(w)
 }
 
-// bodyDeadline bounds the time a request's body may take to arrive, on
+// BodyDeadline bounds the time a request's body may take to arrive, on
 // every route, not only on those that read it: net/http reads what a
 // handler left of a body before it answers (to keep the connection for
 // the next request), and without a deadline a client that declares a body
 // and never sends it holds the connection, unanswered, for as long as it
 // likes. readBody lifts the deadline once the body is in, since an answer
 // may stream for as long as its call; set here, not there, it costs a call
-// nothing more.
-func (h *handlers) bodyDeadline(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 { // -1: chunked
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.opts.ClientTimeout))
-		}
-		next.ServeHTTP(w, r)
-	})
+// nothing more. The admin address's handler is wrapped in it too.
+func BodyDeadline(timeout time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength != 0 { // -1: chunked
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // closeAfterChunked ends the connection after the answer to a request with

@@ -226,7 +226,7 @@ func serve(ctx context.Context, cfg Config, k keys, g guard, ch child, log *slog
 	go func() { served <- srv.Serve(ln) }()
 	var admin *http.Server
 	if adminLn != nil {
-		admin = newServer(cfg, adminHandler(m), log)
+		admin = newServer(cfg, httpapi.BodyDeadline(cfg.ClientTimeout)(adminHandler(m)), log)
 		log.Info("admin listening", "addr", adminLn.Addr().String(), "admin", true)
 		go func() { served <- admin.Serve(adminLn) }()
 	}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -509,4 +512,30 @@ func postInSession(t *testing.T, ctx context.Context, url, sid, body string) *ht
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// The admin address bounds a declared body as the main one does: a
+// request that never sends it is answered within GATEWAY_CLIENT_TIMEOUT
+// and its connection closed, not held forever.
+func TestAdminAddressBoundsAnUnsentBody(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, []string{"GATEWAY_ADMIN_ADDR=127.0.0.1:0", "GATEWAY_CLIENT_TIMEOUT=200ms"})
+	rec := g.Logs.Wait(t, func(r logRecord) bool { _, ok := r["addr"].(string); return ok && r["admin"] == true })
+	conn, err := net.Dial("tcp", rec["addr"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n\r\n")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer to a request whose body never came: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("after the answer (%d) the connection is still open: %v", resp.StatusCode, err)
+	}
 }
