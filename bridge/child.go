@@ -54,7 +54,7 @@ type child struct {
 	due      []*exchange  // to park once the child's questions that came together are all in; reader only
 
 	saidNotUTF8 bool    // a line that is not UTF-8 was logged; reader only
-	skipped     skipLog // warnings about skipped lines; reader only
+	skipped     skipLog // warnings about skipped lines
 
 	tools toolCache // the child's x-mcp-header annotations
 

@@ -725,6 +725,12 @@ func TestSkippedLinesAreWarnedOfWithinABound(t *testing.T) {
 			t.Fatalf("the call after the noise: %v", err)
 		}
 		time.Sleep(2 * time.Second) // the bubble's clock: a new second
+		synctest.Wait()
+		// The second over, the lines it did not warn of are counted, while
+		// the child runs on.
+		if !strings.Contains(log.String(), "skipped=90") {
+			t.Errorf("a second after the burst, no warning counts the 90 lines not logged one by one:\n%s", log.String())
+		}
 		for i := range 3 {
 			child.send("debug: later %d", i)
 		}

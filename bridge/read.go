@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -67,34 +68,53 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 // to stdout must not flood the log with a line for each of its own.
 const skippedPerSecond = 10
 
-// skipLog is the reader's count of those warnings; only the reader uses it.
+// skipLog counts those warnings: the reader counts, and a timer says
+// what a second left unsaid once it is over.
 type skipLog struct {
-	second time.Time // the second being counted
-	logged int       // warnings logged in it
-	quiet  int       // lines skipped in it without a warning
+	mu     sync.Mutex
+	second time.Time   // the second being counted
+	logged int         // warnings logged in it
+	quiet  int         // lines skipped in it without a warning
+	timer  *time.Timer // says the quiet ones when their second is over
 }
 
 // warnSkipped logs a warning about a skipped line, at most
-// skippedPerSecond a second; a second with more ends with a warning
-// counting them, when the next one comes or the reader stops.
+// skippedPerSecond a second; a second with more is followed by a warning
+// counting them, as it ends.
 func (ch *child) warnSkipped(ctx context.Context, msg string, args ...any) {
 	now := time.Now()
 	l := &ch.skipped
+	l.mu.Lock()
 	if now.Sub(l.second) >= time.Second {
-		ch.sayQuiet()
+		ch.sayQuietLocked()
 		l.second, l.logged = now, 0
 	}
 	if l.logged == skippedPerSecond {
-		l.quiet++
+		if l.quiet++; l.quiet == 1 {
+			l.timer = time.AfterFunc(l.second.Add(time.Second).Sub(now), ch.sayQuiet)
+		}
+		l.mu.Unlock()
 		return
 	}
 	l.logged++
+	l.mu.Unlock()
 	ch.log.WarnContext(ctx, msg, args...)
 }
 
-// sayQuiet logs how many skipped lines went without a warning.
+// sayQuiet logs how many skipped lines went without a warning, if any.
 func (ch *child) sayQuiet() {
-	if l := &ch.skipped; l.quiet > 0 {
+	ch.skipped.mu.Lock()
+	defer ch.skipped.mu.Unlock()
+	ch.sayQuietLocked()
+}
+
+func (ch *child) sayQuietLocked() {
+	l := &ch.skipped
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if l.quiet > 0 {
 		ch.log.Warn("child wrote more lines that were skipped; not logged one by one", "skipped", l.quiet, "in_the_second_from", l.second, "logged", l.logged)
 		l.quiet = 0
 	}
