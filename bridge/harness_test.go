@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 	"go.uber.org/goleak"
@@ -257,6 +258,7 @@ type world struct {
 	auto     autoReply
 	maxLine  int
 	gated    bool
+	log      *gatewaytest.LockedBuffer // what the bridge logged, when the test gave it one
 }
 
 func newWorld(t *testing.T, opts Options, auto autoReply) *world {

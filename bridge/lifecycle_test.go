@@ -279,11 +279,13 @@ func TestInitializeIsAnsweredByTheGateway(t *testing.T) {
 }
 
 // bigCall is a call to a child whose lines may be 1000 bytes at most, and
-// the child's request for it.
+// the child's request for it; the bridge logs to w.log.
 func bigCall(t *testing.T) (*world, *fakeChild, *call, *jsonrpc.Message) {
 	t.Helper()
-	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}, maxLine: 1000}
-	w.b = New(w.start, strict(t, legacy()))
+	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}, maxLine: 1000, log: &gatewaytest.LockedBuffer{}}
+	opts := legacy()
+	opts.Logger = slog.New(slog.NewTextHandler(w.log, nil))
+	w.b = New(w.start, strict(t, opts))
 	t.Cleanup(func() { w.b.Close(context.Background()) })
 	child := w.child()
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"big","method":"tools/call"}`)
@@ -291,7 +293,9 @@ func bigCall(t *testing.T) (*world, *fakeChild, *call, *jsonrpc.Message) {
 }
 
 // A response over the size limit fails the call it names at once, with an
-// error that says so; the reader goes on.
+// error that says so, and the log names the call under its request's
+// context (which gives the request id in the gateway's log); the reader
+// goes on.
 func TestOversizedResponseFailsItsCall(t *testing.T) {
 	t.Parallel()
 	w, child, c, m := bigCall(t)
@@ -300,34 +304,15 @@ func TestOversizedResponseFailsItsCall(t *testing.T) {
 	if code := gatewayCode(t, err); code != jsonrpc.CodeTooLarge || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("Wait = %v, want the too-large error", err)
 	}
+	want := fmt.Sprintf(`id=%s method=tools/call client_id="\"big\""`, m.ID)
+	if !regexp.MustCompile(`msg="call failed: the child's answer is over the size limit" .*` + regexp.QuoteMeta(want)).MatchString(w.log.String()) {
+		t.Errorf("the log does not name the call:\n%s\nwant a line with %s", w.log.String(), want)
+	}
 	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	m2 := child.expect("tools/list")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m2.ID)
 	if _, err := c2.wait(); err != nil {
 		t.Fatalf("the next call failed: %v", err)
-	}
-}
-
-// The call an oversized answer fails is named in the log, under its
-// request's context (which gives the request id in the gateway's log).
-func TestOversizedResponseIsLoggedWithItsCall(t *testing.T) {
-	t.Parallel()
-	var log gatewaytest.LockedBuffer
-	w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}, maxLine: 1000}
-	opts := legacy()
-	opts.Logger = slog.New(slog.NewTextHandler(&log, nil))
-	w.b = New(w.start, strict(t, opts))
-	t.Cleanup(func() { w.b.Close(context.Background()) })
-	child := w.child()
-	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":"big","method":"tools/call"}`)
-	m := child.expect("tools/call")
-	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"text":"%s"}}`, m.ID, strings.Repeat("x", 5000))
-	if _, err := c.wait(); gatewayCode(t, err) != jsonrpc.CodeTooLarge {
-		t.Fatalf("Wait = %v, want the too-large error", err)
-	}
-	want := fmt.Sprintf(`id=%s method=tools/call client_id="\"big\""`, m.ID)
-	if !regexp.MustCompile(`msg="call failed: the child's answer is over the size limit" .*` + regexp.QuoteMeta(want)).MatchString(log.String()) {
-		t.Errorf("the log does not name the call:\n%s\nwant a line with %s", log.String(), want)
 	}
 }
 

@@ -235,13 +235,15 @@ func InitializeResult(childResult []byte, asked string) []byte {
 // the gateway never receives: they would come on the GET stream, which
 // the gateway does not offer (the child is shared; a 2026-07-28 client
 // hears them on subscriptions/listen).
-var legacyUnheard = [...][2]string{{"tools", "listChanged"}, {"prompts", "listChanged"}, {"resources", "listChanged"}, {"resources", "subscribe"}}
+func legacyUnheard() [4][2]string {
+	return [4][2]string{{"tools", "listChanged"}, {"prompts", "listChanged"}, {"resources", "listChanged"}, {"resources", "subscribe"}}
+}
 
 // unheard are the edits that make the server capabilities at path in obj
 // say false where a 2025 client would wait in vain (legacyUnheard).
 func unheard(obj []byte, path ...string) []jsonrpc.Edit {
 	var edits []jsonrpc.Edit
-	for _, c := range legacyUnheard {
+	for _, c := range legacyUnheard() {
 		sp, ok, err := jsonrpc.Lookup(obj, append(path[:len(path):len(path)], c[0], c[1])...)
 		if ok && err == nil && string(obj[sp.Start:sp.End]) != "false" {
 			edits = append(edits, jsonrpc.Edit{Span: sp, New: []byte("false")})
