@@ -57,18 +57,22 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 		}
 		release, ok := h.opts.Limiter.Open(key)
 		if !ok {
-			// On the access line, with the 429: a flood must not double
-			// the log.
-			noteRefusal(r, "refused", "too_many_streams", "limit_key", key)
-			h.opts.Meter.Refused("too_many_streams")
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "too_many_streams",
-				"this client has as many requests open as it may; close one or wait for one to finish"))
+			h.tooManyOpen(w, r, key)
 			return
 		}
 		defer detach.Later(w, release)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// tooManyOpen answers a client with as many requests open as it may.
+func (h *handlers) tooManyOpen(w http.ResponseWriter, r *http.Request, key string) {
+	// On the access line, with the 429: a flood must not double the log.
+	noteRefusal(r, "refused", "too_many_streams", "limit_key", key)
+	h.opts.Meter.Refused("too_many_streams")
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "too_many_streams",
+		"this client has as many requests open as it may; close one or wait for one to finish"))
 }
 
 // tooMany answers a client over its rate; more says more of why, for the

@@ -32,11 +32,11 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: err.Error()})
 		return
 	case err != nil:
-		msg := err.Error()
 		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-			msg += " (send one JSON-RPC 2.0 message per POST; batches are not supported)"
+			h.batch(w, r, body)
+			return
 		}
-		writeError(w, http.StatusBadRequest, jsonrpc.BestEffortID(body), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg})
+		writeError(w, http.StatusBadRequest, jsonrpc.BestEffortID(body), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()})
 		return
 	case msg.Kind == jsonrpc.KindResponse:
 		h.answer(w, r, msg)

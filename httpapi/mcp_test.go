@@ -35,7 +35,6 @@ func TestBadInputIsRefused(t *testing.T) {
 	}{
 		"malformed JSON":      {"POST", "application/json", `{"jsonrpc":"2.0",`, 400, jsonrpc.CodeParseError, ""},
 		"trailing garbage":    {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m"}}`, 400, jsonrpc.CodeParseError, ""},
-		"batch":               {"POST", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"m"}]`, 400, jsonrpc.CodeInvalidRequest, ""},
 		"not JSON-RPC":        {"POST", "application/json", `{"id":7,"method":"m"}`, 400, jsonrpc.CodeInvalidRequest, "7"},
 		"scalar":              {"POST", "application/json", `"hello"`, 400, jsonrpc.CodeInvalidRequest, ""},
 		"too big":             {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"` + strings.Repeat("a", 2000) + `"}}`, 413, jsonrpc.CodeInvalidRequest, ""},
@@ -76,10 +75,6 @@ func TestBadInputIsRefused(t *testing.T) {
 			// The Allow header names DELETE: its refusal says what it lacks.
 			if tt.method == "DELETE" && !bytes.Contains(body, []byte("Mcp-Session-Id")) {
 				t.Errorf("DELETE without a session: %s; want it to name the Mcp-Session-Id header", body)
-			}
-			// Only a batch is told that batches are not supported.
-			if batch := strings.HasPrefix(tt.body, "["); batch != bytes.Contains(body, []byte("batches are not supported")) {
-				t.Errorf("%s: %s", tt.body, body)
 			}
 		})
 	}

@@ -1,0 +1,220 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stdiomcp/gateway/clientlimit"
+)
+
+const init0326 = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// answerCalls plays the child for n calls (the bridge, which puts the
+// client's id back, is not here: each is answered under that id), after a progress note when it asked for progress.
+func answerCalls(t *testing.T, f *fakeBackend, n int) {
+	t.Helper()
+	for range n {
+		c := f.next(t)
+		if c.streams {
+			c.note(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}`)
+		}
+		c.finish([]byte(`{"jsonrpc":"2.0","id":`+string(c.req.ID)+`,"result":{"for":`+string(c.req.ID)+`}}`), nil)
+	}
+}
+
+// batchMessages reads a batch's answer, a stream or an array, as its
+// messages.
+func batchMessages(t *testing.T, resp *http.Response) []map[string]any {
+	t.Helper()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []json.RawMessage
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for line := range strings.SplitSeq(string(body), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				raw = append(raw, json.RawMessage(d))
+			}
+		}
+	} else if err := json.Unmarshal(body, &raw); err != nil {
+		t.Fatalf("a batch's JSON answer is not an array: %v: %s", err, body)
+	}
+	var out []map[string]any
+	for _, m := range raw {
+		var v map[string]any
+		if err := json.Unmarshal(m, &v); err != nil {
+			t.Fatalf("message %s: %v", m, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// A 2025-03-26 client may batch (its revision says a server MUST take
+// one): each message is served as it would be alone, the calls at once,
+// and every request is answered under its own id, on one stream or, for a
+// client that takes none, in one array; progress comes on the stream.
+func TestBatch(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	sid := initializeWith(t, f, srv.URL, init0326)
+	batch := `[{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","_meta":{"progressToken":"p"}}},` +
+		`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},` +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"y"}},` +
+		`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}},` +
+		`[1],` +
+		`{"jsonrpc":"2.0","id":4,"method":"logging/setLevel","params":{"level":"debug"}}]`
+	for _, accept := range []string{"application/json, text/event-stream", "application/json"} {
+		t.Run(accept, func(t *testing.T) {
+			go answerCalls(t, f, 2)
+			resp := post(t, srv.URL+"/mcp", "application/json", batch, "Mcp-Session-Id", sid, "Accept", accept)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if n := <-f.notified; n.Method != "notifications/roots/list_changed" {
+				t.Errorf("the child was notified of %s", n.Method)
+			}
+			answers := map[string]any{}
+			progress := 0
+			for _, m := range batchMessages(t, resp) {
+				switch {
+				case m["method"] == "notifications/progress":
+					progress++
+				case m["error"] != nil:
+					answers[fmt.Sprint(m["id"])] = m["error"].(map[string]any)["code"]
+				default:
+					answers[fmt.Sprint(m["id"])] = m["result"]
+				}
+			}
+			want := map[string]any{
+				"a":     map[string]any{"for": "a"},
+				"2":     map[string]any{"for": 2.0},
+				"3":     -32600.0, // initialize is never batched
+				"<nil>": -32600.0, // [1] is not a message
+				"4":     map[string]any{},
+			}
+			if fmt.Sprint(answers) != fmt.Sprint(want) {
+				t.Errorf("answers %v, want %v", answers, want)
+			}
+			if streamed := accept != "application/json"; progress != map[bool]int{true: 1}[streamed] {
+				t.Errorf("%d progress notes; a stream has the one sent, an array none", progress)
+			}
+			if resp.Header.Get("Mcp-Session-Id") == "" {
+				t.Error("logging/setLevel in a batch gave the session no new id")
+			}
+		})
+	}
+}
+
+// A batch with no request in it is answered 202 when every message was
+// taken, and with the first refusal otherwise.
+func TestBatchWithoutRequests(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	resp := post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]`)
+	if resp.StatusCode != 202 {
+		t.Fatalf("notifications only: status %d, want 202", resp.StatusCode)
+	}
+	for range 2 {
+		<-f.notified
+	}
+	resp = post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","method":"notifications/x","params":{"_meta":3}}]`)
+	<-f.notified
+	if id, code := readRPCError(t, resp); resp.StatusCode != 400 || code != -32602 || id != "" {
+		t.Errorf("a bad notification in a batch: %d %d id %s, want 400 -32602 without an id", resp.StatusCode, code, id)
+	}
+}
+
+// Batches are 2025-03-26's (and 2024-11-05's): a client of a later
+// revision, said by its header or its session, is refused, as are an
+// empty batch and one larger than the gateway takes.
+func TestBatchRefused(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	call := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	sid0618 := initializeWith(t, f, srv.URL, strings.Replace(init0326, "2025-03-26", "2025-06-18", 1))
+	for _, c := range []struct {
+		name, body string
+		header     []string
+		msg        string
+	}{
+		{"2025-06-18 header", "[" + call + "]", []string{"MCP-Protocol-Version", "2025-06-18"}, "not part of MCP 2025-06-18"},
+		{"2026-07-28 header", "[" + call + "]", []string{"MCP-Protocol-Version", "2026-07-28"}, "not part of MCP 2026-07-28"},
+		{"2025-06-18 session", "[" + call + "]", []string{"Mcp-Session-Id", sid0618}, "not part of MCP 2025-06-18"},
+		{"empty", "[ ]", nil, "empty batch"},
+		{"too large", "[" + strings.Repeat(call+",", maxBatch) + call + "]", nil, "at most 64"},
+	} {
+		resp := post(t, srv.URL+"/mcp", "application/json", c.body, c.header...)
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 400 || !strings.Contains(string(body), c.msg) || !strings.Contains(string(body), "-32600") {
+			t.Errorf("%s: %d %s, want 400 -32600 saying %q", c.name, resp.StatusCode, body, c.msg)
+		}
+	}
+	select {
+	case c := <-f.calls:
+		t.Errorf("a refused batch reached the child: %s", c.req.Method)
+	default:
+	}
+}
+
+// A client that goes cancels every call of its batch.
+func TestBatchClientGoneCancelsItsCalls(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	req := newPost(srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]`).WithContext(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	c1, c2 := f.next(t), f.next(t)
+	cancel()
+	for _, c := range []*fakeCall{c1, c2} {
+		if cause := c.waitEnded(t); cause == nil {
+			t.Errorf("call %s did not end with its client", c.req.ID)
+		}
+	}
+	<-done
+}
+
+// The calls of a batch count against the client's limits, each as a POST
+// of its own would: a batch over what the client may have open is
+// refused whole.
+func TestBatchCountsAgainstLimits(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{Limiter: clientlimit.New(clientlimit.Options{MaxStreams: 2})})
+	three := `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"},{"jsonrpc":"2.0","id":3,"method":"tools/call"}]`
+	resp := post(t, srv.URL+"/mcp", "application/json", three)
+	if _, code := readRPCError(t, resp); resp.StatusCode != 429 || code != -32009 {
+		t.Errorf("three calls with room for two: %d %d, want 429", resp.StatusCode, code)
+	}
+	go answerCalls(t, f, 2)
+	resp = post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]`, "Accept", "application/json")
+	if ids := idsOf(batchMessages(t, resp)); resp.StatusCode != 200 || !slices.Equal(ids, []string{"1", "2"}) {
+		t.Errorf("two calls with room for two: %d %v", resp.StatusCode, ids)
+	}
+}
+
+func idsOf(msgs []map[string]any) []string {
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, fmt.Sprint(m["id"]))
+	}
+	slices.Sort(ids)
+	return ids
+}
