@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stdiomcp/gateway/bridge"
 	"github.com/stdiomcp/gateway/detach"
@@ -164,6 +165,15 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 			// Read to its end: closed, net/http does not look for more
 			// of it before the answer (a copy, with an allocation).
 			_ = r.Body.Close()
+			if !utf8.Valid(body) {
+				// JSON is UTF-8 (RFC 8259). The gateway reads a bad byte
+				// as U+FFFD, and a child may drop it or keep it: checks on
+				// a name or a URI would be made on another string than
+				// the one the child acts on.
+				writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError,
+					Message: fmt.Sprintf("the body is not UTF-8: its byte at offset %d is not", notUTF8At(body))})
+				return nil, false
+			}
 			return body, true
 		}
 	}
@@ -183,6 +193,18 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 		h.log.DebugContext(r.Context(), "reading request body", "err", err)
 	}
 	return nil, false
+}
+
+// notUTF8At is the offset of the first byte of b that is not UTF-8.
+func notUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // answer takes a legacy client's answer to a question the gateway relayed

@@ -44,6 +44,7 @@ func TestRESTArgumentsAreReadAlike(t *testing.T) {
 		{"as many values as the check takes", "twins", `{"files":{"l":[` + strings.Repeat(`0,`, 1<<20-3) + `0]}}`, 200},
 		{"one value more", "twins", `{"files":{"l":[` + strings.Repeat(`0,`, 1<<20-2) + `0]}}`, 400},
 		{"nested as deep as JSON goes", "bounded", `{"l":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, 400},
+		{"a byte that is not UTF-8", "echo", "{\"text\":\"a\xffb\"}", 400},
 		{"distinct items", "bounded", `{"l":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23]}`, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
