@@ -51,55 +51,66 @@ type toolCache struct {
 	mu       sync.Mutex
 	list     *ToolList                    // nil when not fetched
 	headers  map[string][]mcp.ParamHeader // by tool name
-	fetching chan struct{}                // closed when the fetch in flight ends
-	err      error                        // the last fetch's failure
+	fetching *toolFetch                   // the fetch in flight, or nil
 	gen      int                          // counts invalidations: a fetch they overtook is not kept
 }
+
+// toolFetch is one fetch of the list, shared by all who wait for it. Its
+// result is kept for them even when a change of the list overtook it.
+type toolFetch struct {
+	done    chan struct{} // closed when the fetch ends; the fields below are set then
+	list    *ToolList
+	headers map[string][]mcp.ParamHeader
+	err     error
+}
+
+// maxOvertaken is how many fetches overtaken by a change of the list a
+// caller waits for before it takes the last one's list: a child that
+// announces a change with every answer must not keep a caller (and
+// itself) busy forever. That list was the child's answer while the caller
+// waited, as good as any in a storm of changes; it is not cached.
+const maxOvertaken = 3
 
 // get returns the list. It is fetched once for all who need it, detached
 // from any one of them (a client that leaves does not fail the others'
 // checks), each page bounded by HandshakeTimeout.
 func (tc *toolCache) get(ctx context.Context, ch *child) (*ToolList, map[string][]mcp.ParamHeader, error) {
-	for {
+	for overtaken := 0; ; overtaken++ {
 		tc.mu.Lock()
 		if tc.list != nil {
 			l, h := tc.list, tc.headers
 			tc.mu.Unlock()
 			return l, h, nil
 		}
-		wait := tc.fetching
-		if wait == nil {
-			wait = make(chan struct{})
-			tc.fetching = wait
+		f := tc.fetching
+		if f == nil {
+			f = &toolFetch{done: make(chan struct{})}
+			tc.fetching = f
 			gen := tc.gen
-			ch.w.bg.spawn(func() { tc.fetch(ch, gen, wait) })
+			ch.w.bg.spawn(func() { tc.fetch(ch, gen, f) })
 		}
 		tc.mu.Unlock()
 		select {
-		case <-wait:
+		case <-f.done:
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}
-		tc.mu.Lock()
-		err := tc.err
-		tc.mu.Unlock()
-		if err != nil {
-			return nil, nil, err
+		if f.err != nil || overtaken+1 >= maxOvertaken {
+			return f.list, f.headers, f.err
 		}
 		// Fetched, or overtaken by a change of the list: look again.
 	}
 }
 
-func (tc *toolCache) fetch(ch *child, gen int, done chan struct{}) {
-	list, headers, err := ch.fetchTools(context.Background())
+func (tc *toolCache) fetch(ch *child, gen int, f *toolFetch) {
+	f.list, f.headers, f.err = ch.fetchTools(context.Background())
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	if tc.gen == gen && err == nil {
-		tc.list, tc.headers = list, headers
+	if tc.gen == gen && f.err == nil {
+		tc.list, tc.headers = f.list, f.headers
 	}
-	tc.err = err
 	tc.fetching = nil
-	close(done)
+	close(f.done)
 }
 
 // invalidate drops the cache: the child's tool list changed.

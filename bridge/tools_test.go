@@ -111,6 +111,78 @@ func TestToolListPagesEnd(t *testing.T) {
 	}
 }
 
+// A child that says its list changed before each answer to tools/list
+// does not hold a caller forever: after maxOvertaken fetches, the caller
+// takes the last list fetched. That list is not cached: once the child
+// stops announcing changes, the next caller gets a fresh list, and the one
+// after it the cached one.
+func TestToolListChangingWithEveryAnswer(t *testing.T) {
+	t.Parallel()
+	w, child, _ := loggedWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type got struct {
+		list *ToolList
+		err  error
+	}
+	fetch := func() <-chan got {
+		ch := make(chan got, 1)
+		go func() {
+			l, err := w.b.Tools(ctx)
+			ch <- got{l, err}
+		}()
+		return ch
+	}
+	answer := func(m *jsonrpc.Message, name string) {
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":%q}]}}`, m.ID, name)
+	}
+
+	want := func(answer <-chan got, name string) {
+		t.Helper()
+		select {
+		case g := <-answer:
+			if g.err != nil || len(g.list.Names) != 1 || g.list.Names[0] != name {
+				t.Fatalf("list %+v, %v; want %s", g.list, g.err, name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no list; want %s", name)
+		}
+	}
+
+	storm := fetch()
+	for fetches := 0; ; {
+		select {
+		case g := <-storm:
+			if name := fmt.Sprintf("t%d", fetches); g.err != nil || len(g.list.Names) != 1 || g.list.Names[0] != name {
+				t.Fatalf("list %+v, %v; want the last one fetched, %s", g.list, g.err, name)
+			}
+			if fetches > maxOvertaken {
+				t.Errorf("the list was fetched %d times for one caller, want at most %d", fetches, maxOvertaken)
+			}
+		case m := <-child.got:
+			if m.Method != "tools/list" {
+				continue
+			}
+			if fetches++; fetches > maxOvertaken+2 {
+				t.Fatalf("the list was fetched %d times for one caller and it still waits", fetches)
+			}
+			child.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+			answer(m, fmt.Sprintf("t%d", fetches))
+			continue
+		case <-time.After(10 * time.Second):
+			t.Fatal("no fetch and no list")
+		}
+		break
+	}
+
+	// The storm is over: the next caller fetches afresh; the one after it
+	// reads the cache (the child is not asked again, or it would wait).
+	calm := fetch()
+	answer(child.expect("tools/list"), "calm")
+	want(calm, "calm")
+	want(fetch(), "calm")
+}
+
 // A tools/list result whose tools is not an array is a bad answer, not a
 // child without tools; with tools absent or null, the child has none.
 func TestToolListThatIsNotAList(t *testing.T) {
