@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"sync"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -129,13 +130,11 @@ const (
 	maxToolListBytes = 32 << 20
 )
 
-// fetchTools lists every page of the child's tools, at most maxToolPages,
-// and reads their x-mcp-header annotations.
+// fetchTools lists every page of the child's tools, at most maxToolPages
+// and up to a cursor the child gives again, and reads their x-mcp-header
+// annotations.
 func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.ParamHeader, error) {
-	list := &ToolList{}
-	headers := map[string][]mcp.ParamHeader{}
-	digest := sha256.New()
-	size := 0
+	tb := &toolsBuilder{list: &ToolList{}, headers: map[string][]mcp.ParamHeader{}, digest: sha256.New()}
 	var cursor []byte
 	cursors := map[string]bool{}
 	for page := 1; ; page++ {
@@ -165,45 +164,66 @@ func (ch *child) fetchTools(ctx context.Context) (*ToolList, map[string][]mcp.Pa
 			return nil, nil, jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer",
 				fmt.Sprintf("the child's tools/list result has tools that is not an array: %v", err))
 		}
-		for _, sp := range spans {
-			// A copy: the page it came in (which may carry much else) is
-			// not kept for it.
-			t := bytes.Clone(tools[sp.Start:sp.End])
-			if size += len(t); size > maxToolListBytes {
-				return nil, nil, jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "tools_too_large",
-					fmt.Sprintf("the child's tools add up to more than %d bytes", maxToolListBytes))
-			}
-			name, _ := mcp.String(jsonrpc.Get(t, "name"))
-			list.Tools = append(list.Tools, json.RawMessage(t))
-			list.Names = append(list.Names, name)
-			digest.Write(t)
-			digest.Write([]byte{'\n'})
-			if hs, ok := mcp.ParamHeaders(jsonrpc.Get(t, "inputSchema")); ok && len(hs) > 0 {
-				headers[name] = hs
-			} else if !ok {
-				ch.log.Warn("a tool's x-mcp-header annotations are invalid; not enforced", "tool", name)
-			}
-		}
+		// The tools read so far are kept when the list ends early: a
+		// partial list checks the headers of the tools it has, where none
+		// would check any.
 		next := jsonrpc.Get(resp.Result, "nextCursor")
 		s, ok := mcp.String(next)
+		if ok && cursors[s] {
+			// A child that gives a cursor again is going round: most
+			// often it ignored the cursor and answered a page already
+			// read, so this page is not kept either.
+			ch.log.Warn("the child's tools/list gave a cursor it had given before; the list is cut before that page", "pages", page-1, "tools", len(tb.list.Tools))
+			break
+		}
+		if err := tb.add(ch, tools, spans); err != nil {
+			return nil, nil, err
+		}
 		if !ok || s == "" {
 			break
 		}
-		// The tools read so far are kept: a partial list checks the
-		// headers of the tools it has, where none would check any.
-		if cursors[s] {
-			ch.log.Warn("the child's tools/list gave a cursor it had given before; the pages after it are not read", "pages", page, "tools", len(list.Tools))
-			break
-		}
 		if page == maxToolPages {
-			ch.log.Warn(fmt.Sprintf("the child's tools/list has more than %d pages; the rest are not read", maxToolPages), "tools", len(list.Tools))
+			ch.log.Warn("the child's tools/list has more pages than the gateway reads; the list is cut after them", "pages", maxToolPages, "tools", len(tb.list.Tools))
 			break
 		}
 		cursors[s] = true
 		cursor = next
 	}
-	digest.Sum(list.Digest[:0])
-	return list, headers, nil
+	tb.digest.Sum(tb.list.Digest[:0])
+	return tb.list, tb.headers, nil
+}
+
+// toolsBuilder gathers the pages of a tool list.
+type toolsBuilder struct {
+	list    *ToolList
+	headers map[string][]mcp.ParamHeader
+	digest  hash.Hash
+	size    int // bytes of the tools kept
+}
+
+// add keeps a page's tools, each the child's bytes: tools is the page's
+// array, spans its elements.
+func (tb *toolsBuilder) add(ch *child, tools []byte, spans []jsonrpc.Span) error {
+	for _, sp := range spans {
+		// A copy: the page it came in (which may carry much else) is not
+		// kept for it.
+		t := bytes.Clone(tools[sp.Start:sp.End])
+		if tb.size += len(t); tb.size > maxToolListBytes {
+			return jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "tools_too_large",
+				fmt.Sprintf("the child's tools add up to more than %d bytes", maxToolListBytes))
+		}
+		name, _ := mcp.String(jsonrpc.Get(t, "name"))
+		tb.list.Tools = append(tb.list.Tools, json.RawMessage(t))
+		tb.list.Names = append(tb.list.Names, name)
+		tb.digest.Write(t)
+		tb.digest.Write([]byte{'\n'})
+		if hs, ok := mcp.ParamHeaders(jsonrpc.Get(t, "inputSchema")); ok && len(hs) > 0 {
+			tb.headers[name] = hs
+		} else if !ok {
+			ch.log.Warn("a tool's x-mcp-header annotations are invalid; not enforced", "tool", name)
+		}
+	}
+	return nil
 }
 
 // watchTools keeps a modern child's cache fresh: the child announces tool

@@ -74,17 +74,24 @@ func TestToolListPagesCopiesAndBound(t *testing.T) {
 }
 
 // A cursor given twice, or more pages than the bridge reads, ends the list
-// where it is, and the log says so.
+// where it is, and the log says so. The page that gives a cursor again is
+// not kept: a child that always answers the same page and cursor lists its
+// tools once.
 func TestToolListPagesEnd(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		cursor func(page int) string
-		pages  int
-		logged string
+		pages  int // the pages the child is asked for
+		kept   int // the tools listed, one a page
+		logged []string
 	}{
-		{"a cursor given twice", func(page int) string { return []string{"a", "b", "a"}[page] }, 3, "a cursor it had given before"},
-		{"no end", func(page int) string { return fmt.Sprintf("p%d", page) }, maxToolPages, "more than 100 pages"},
+		{"a cursor given twice", func(page int) string { return []string{"a", "b", "a"}[page] }, 3, 2,
+			[]string{"a cursor it had given before", "the list is cut", "tools=2"}},
+		{"always the same cursor", func(int) string { return "0" }, 2, 1,
+			[]string{"a cursor it had given before", "the list is cut", "tools=1"}},
+		{"no end", func(page int) string { return fmt.Sprintf("p%d", page) }, maxToolPages, maxToolPages,
+			[]string{"more pages than the gateway reads", "the list is cut", "pages=100", "tools=100"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -101,11 +108,17 @@ func TestToolListPagesEnd(t *testing.T) {
 				m := child.expect("tools/list")
 				child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"t%d"}],"nextCursor":%q}}`, m.ID, page, tc.cursor(page))
 			}
-			if l := <-answer; l == nil || len(l.Tools) != tc.pages {
-				t.Fatalf("list %+v, want %d tools", l, tc.pages)
+			l := <-answer
+			if l == nil {
+				t.Fatal("no list")
 			}
-			if !strings.Contains(log.String(), tc.logged) {
-				t.Errorf("the log does not say %q:\n%s", tc.logged, log.String())
+			if len(l.Tools) != tc.kept {
+				t.Fatalf("tools %v, want %d of them", l.Names, tc.kept)
+			}
+			for _, s := range tc.logged {
+				if !strings.Contains(log.String(), s) {
+					t.Errorf("the log does not say %q:\n%s", s, log.String())
+				}
 			}
 		})
 	}
