@@ -91,7 +91,7 @@ type OAuth struct {
 	Resource   string        // this gateway's resource URL; aud must contain it exactly
 	JWKSURL    string        // "": discovered from the issuer's metadata
 	Algorithms []string      // nil: RS256, ES256
-	Leeway     time.Duration // clock skew allowed on exp, nbf, iat (0: 30s)
+	Leeway     time.Duration // clock skew allowed on exp, nbf, iat; 0 allows none (the gateway's 30s default is its configuration's)
 	Scopes     []string      // scopes_supported in the Protected Resource Metadata
 }
 
@@ -211,9 +211,6 @@ func newOAuth(o OAuth, client *http.Client, log *slog.Logger, now func() time.Ti
 	}
 	if o.Leeway < 0 {
 		return nil, metadata{}, errors.New("the OAuth leeway is negative")
-	}
-	if o.Leeway == 0 {
-		o.Leeway = 30 * time.Second
 	}
 	names := o.Algorithms
 	if names == nil {

@@ -371,7 +371,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		tokens = append(tokens, fmt.Sprintf("n%d:tok-0123456789ab-%032d", i, i))
 	}
 	a, err := auth.New(auth.Options{Tokens: tokens, Now: c.Now,
-		OAuth: &auth.OAuth{Issuer: is.URL(), Resource: resource, JWKSURL: is.JWKS()}})
+		OAuth: &auth.OAuth{Issuer: is.URL(), Resource: resource, JWKSURL: is.JWKS(), Leeway: 30 * time.Second}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -453,5 +453,27 @@ func TestJWTType(t *testing.T) {
 		if ok := e == nil; ok != tc.ok || !ok && e.Reason != "type" {
 			t.Errorf("typ %v: error %+v, want success %v", tc.typ, e, tc.ok)
 		}
+	}
+}
+
+// TestJWTNoLeeway: a leeway of 0, which an operator may set, allows no
+// skew at all: a token expired a second ago is refused, and one expiring
+// now still passes.
+func TestJWTNoLeeway(t *testing.T) {
+	is := newIssuer(t)
+	c := newClock()
+	a := oauthAuth(t, is, c, func(o *auth.Options) { o.OAuth.Leeway = 0 })
+	cl := good(is, c)
+	cl.Expiry = jwt.NewNumericDate(c.Now().Add(-time.Second))
+	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", cl)); e == nil || e.Reason != "expired" {
+		t.Fatalf("a token expired 1 s ago with leeway 0: got %+v, want expired", e)
+	}
+	cl.Expiry = jwt.NewNumericDate(c.Now())
+	id, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", cl))
+	if e != nil {
+		t.Fatalf("a token expiring now: %v", e)
+	}
+	if !id.Expires.Equal(c.Now()) {
+		t.Fatalf("Expires %v, want exp itself %v", id.Expires, c.Now())
 	}
 }

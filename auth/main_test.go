@@ -160,7 +160,7 @@ const resource = "https://mcp.example.com/mcp"
 func oauthAuth(t *testing.T, is *issuer, c *clock, edit func(*auth.Options)) *auth.Authenticator {
 	t.Helper()
 	opts := auth.Options{
-		OAuth: &auth.OAuth{Issuer: is.URL(), Resource: resource, JWKSURL: is.JWKS()},
+		OAuth: &auth.OAuth{Issuer: is.URL(), Resource: resource, JWKSURL: is.JWKS(), Leeway: 30 * time.Second},
 		Now:   c.Now,
 	}
 	if edit != nil {
