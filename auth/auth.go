@@ -22,12 +22,12 @@
 //
 // Answers follow RFC 6750 §3.1: no credentials get 401 with no error code, a
 // malformed Authorization header 400 invalid_request, a bad token 401
-// invalid_token. When the issuer's keys cannot be fetched, a JWT also gets 401
-// invalid_token ("the issuer's keys are unavailable") rather than 503: the
-// gateway cannot vouch for the token, the request must not go through, and
-// a 503 would tell load balancers and clients that the gateway itself is down
-// and invite blind retries, while every static-token caller is still served.
-// The cause is logged at error level for the operator.
+// invalid_token. When the issuer's keys cannot be fetched, a JWT gets 503
+// with no error code (Status 503, RetryAfter set): the request must not go
+// through, but invalid_token would tell the client to discard a token that
+// may well be good and start the OAuth flow again over an outage on the
+// server's side. Static-token callers are still served. The cause is logged
+// at error level for the operator.
 //
 // Locks: Authenticator.reloadMu serialises reloads and guards the poll
 // bookkeeping; jwks.mu guards the key fetch bookkeeping. Neither is held while
@@ -98,10 +98,14 @@ type OAuth struct {
 // Error is an authentication failure. Its text is safe to show the client: it
 // says what was wrong and never repeats the credential.
 type Error struct {
-	Status      int    // 401, or 400 for invalid_request (RFC 6750 §3.1)
-	Code        string // "" when no credentials were sent (RFC 6750 §3.1), "invalid_token", or "invalid_request"
+	Status      int    // 401, 400 for invalid_request (RFC 6750 §3.1), or 503 when the issuer's keys are unavailable
+	Code        string // "" when no credentials were sent (RFC 6750 §3.1) or with 503, "invalid_token", or "invalid_request"
 	Description string // for error_description and the response body
 	Reason      string // a short stable word (expired, audience, unknown_key...) for metrics labels and logs
+
+	// RetryAfter, with 503, is how long until a token may make the
+	// gateway fetch the keys again: asking sooner gets 503 again.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return "auth: " + e.Description }

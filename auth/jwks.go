@@ -132,6 +132,14 @@ func (j *jwks) refresh(ctx context.Context, force bool) error {
 	return f.err
 }
 
+// retryIn is how long until a token may make the keys be fetched again
+// (at least a second, as Retry-After counts in seconds).
+func (j *jwks) retryIn() time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return max(j.last.Add(minRefresh).Sub(j.now()), time.Second)
+}
+
 func (j *jwks) fetch(ctx context.Context) error {
 	j.fetches.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)

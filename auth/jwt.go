@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -168,7 +169,7 @@ func (v *verifier) key(ctx context.Context, kid, alg string) (jose.JSONWebKey, *
 	// whether the key is now known.
 	_ = v.keys.refresh(ctx, false)
 	if set = v.keys.cur.Load(); set == nil {
-		return jose.JSONWebKey{}, invalid("keys_unavailable", errKeysUnavailable.Error())
+		return jose.JSONWebKey{}, &Error{Status: http.StatusServiceUnavailable, Description: errKeysUnavailable.Error(), Reason: "keys_unavailable", RetryAfter: v.keys.retryIn()}
 	}
 	if k, ok := set.pick(kid, alg); ok {
 		return k, nil

@@ -245,12 +245,17 @@ func TestIssuerUnreachable(t *testing.T) {
 	is.set(func(is *issuer) { is.status = http.StatusBadGateway })
 	a := oauthAuth(t, is, c, nil) // New must not need the issuer
 	_, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c)))
-	if e == nil || e.Status != 401 || e.Code != "invalid_token" || e.Reason != "keys_unavailable" {
+	// 503, not invalid_token: the token may be good, the outage is ours.
+	if e == nil || e.Status != http.StatusServiceUnavailable || e.Code != "" || e.Reason != "keys_unavailable" || e.RetryAfter != 30*time.Second {
 		t.Fatalf("non-200 JWKS: %+v", e)
+	}
+	c.Add(10 * time.Second) // within the fetch rate limit: 20 s to go
+	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))); e == nil || e.Status != http.StatusServiceUnavailable || e.RetryAfter != 20*time.Second {
+		t.Fatalf("non-200 JWKS, 10 s later: %+v", e)
 	}
 	// Recovers once the issuer does and the rate limit allows a new fetch.
 	is.set(func(is *issuer) { is.status = 0 })
-	c.Add(31 * time.Second)
+	c.Add(21 * time.Second)
 	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))); e != nil {
 		t.Fatalf("after recovery: %+v", e)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/stdiomcp/gateway/auth"
+	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
@@ -121,6 +122,10 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 			if !errors.As(err, &ae) {
 				ae = &auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "the credentials could not be checked"}
 			}
+			if ae.Status == http.StatusServiceUnavailable {
+				h.keysUnavailable(w, r, ae)
+				return
+			}
 			// Said on the request's access line, its one line at info: a
 			// flood of bad tokens does not double the log.
 			noteRefusal(r, "refused", "unauthorized", "why", ae.Description)
@@ -158,6 +163,28 @@ func (h *handlers) authenticate(next http.Handler) http.Handler {
 		ctx = context.WithValue(ctx, identityKey{}, caller{id: id, authenticated: true})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// keysUnavailable answers a JWT that could not be checked because the
+// issuer's keys could not be fetched: 503 with Retry-After, as for the
+// gateway's other outages, and no challenge, since invalid_token would tell
+// the client to throw away a token that may be good (RFC 6750 §3.1). The
+// Retry-After is when a token may make the gateway fetch the keys again;
+// writeError's own would say 1 s, and a retry that soon gets 503 again.
+func (h *handlers) keysUnavailable(w http.ResponseWriter, r *http.Request, ae *auth.Error) {
+	noteRefusal(r, "refused", "keys_unavailable", "why", ae.Description)
+	h.opts.Meter.Refused("keys_unavailable")
+	e := jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "keys_unavailable",
+		"the token cannot be checked now: "+ae.Description+"; retry later with the same token")
+	after := clientlimit.RetryAfterSeconds(ae.RetryAfter)
+	if isREST(w) {
+		w.Header().Set("Retry-After", after)
+		writeProblem(w, problemFor(http.StatusServiceUnavailable, e))
+		return
+	}
+	gatewayError(w, e.Code)
+	w.Header().Set("Retry-After", after)
+	writeJSON(w, http.StatusServiceUnavailable, jsonrpc.NewErrorResponse(nil, e))
 }
 
 // recheck ends a request, while it runs, once the credentials it came with

@@ -2,13 +2,16 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -465,4 +468,53 @@ func TestRefusalsAreOneLineSayingWhy(t *testing.T) {
 			t.Errorf("want one line at info besides the audit, the 429 naming token:ci: %v", got)
 		}
 	})
+}
+
+// TestKeysUnavailable: a JWT that cannot be checked because the issuer's
+// keys cannot be fetched gets 503 with Retry-After and -32000, as the
+// gateway's other outages do, and no invalid_token challenge: that would
+// tell the client to throw its token away over the server's own outage.
+// A static token is still served.
+func TestKeysUnavailable(t *testing.T) {
+	t.Parallel()
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusInternalServerError)
+	}))
+	t.Cleanup(down.Close)
+	a, err := auth.New(auth.Options{Tokens: []string{"ci:" + ciToken},
+		OAuth: &auth.OAuth{Issuer: down.URL, Resource: "https://mcp.example.com/mcp", JWKSURL: down.URL + "/jwks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	srv := newServer(t, f, Options{Auth: a}).URL
+	enc := base64.RawURLEncoding.EncodeToString
+	jwt := enc([]byte(`{"alg":"RS256","typ":"JWT","kid":"k1"}`)) + "." + enc([]byte(`{"sub":"alice"}`)) + "." + enc([]byte("signature"))
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	for range 2 { // the fetch, then a request within its rate limit
+		resp := post(t, srv+"/mcp", "application/json", call, bearer(jwt)...)
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("status %d, want 503", resp.StatusCode)
+		}
+		if c := resp.Header.Get("WWW-Authenticate"); c != "" {
+			t.Errorf("WWW-Authenticate %q on a 503", c)
+		}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 || s > 30 {
+			t.Errorf("Retry-After %q, want the seconds until the keys may be fetched again", resp.Header.Get("Retry-After"))
+		}
+		if _, code := readRPCError(t, resp); code != jsonrpc.CodeUnavailable {
+			t.Errorf("code %d, want %d", code, jsonrpc.CodeUnavailable)
+		}
+		nothingReached(t, f)
+	}
+	// The REST routes answer with their problem of the same kind.
+	r := restRefused(t, f, restReq("POST", srv+"/v1/tools/echo", "application/json", `{"text":"a"}`, bearer(jwt)...))
+	wantProblem(t, r, http.StatusServiceUnavailable, kindUnavailable)
+	if c := r.header.Get("WWW-Authenticate"); c != "" || r.header.Get("Retry-After") == "1" {
+		t.Errorf("REST: WWW-Authenticate %q, Retry-After %q", c, r.header.Get("Retry-After"))
+	}
+	go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil) }()
+	if resp := post(t, srv+"/mcp", "application/json", call, bearer(ciToken)...); resp.StatusCode != http.StatusOK {
+		t.Errorf("a static token during the outage: status %d", resp.StatusCode)
+	}
 }
