@@ -63,6 +63,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 var (
 	errKeysUnavailable = errors.New("the issuer's keys are unavailable")
 	errRateLimited     = errors.New("keys were fetched less than 30s ago")
+	errNoKeys          = errors.New("the JWKS holds no public signing key")
 )
 
 // keySet is one fetched JWKS: only public, typed keys that may sign.
@@ -163,6 +164,14 @@ func (j *jwks) fetch(ctx context.Context) error {
 	set, err := parseJWKS(body, j.log)
 	if err != nil {
 		return fmt.Errorf("%s: %w", u, err)
+	}
+	if len(set.keys) == 0 {
+		// Storing it would refuse every token until the next good
+		// fetch, an hour away: a set with nothing to verify with is
+		// an issuer's mishap (a deploy, a CDN's error page as JSON),
+		// not a revocation, so it fails as a document that is no
+		// JWKS does, and the keys in force stay.
+		return fmt.Errorf("%s: %w", u, errNoKeys)
 	}
 	j.cur.Store(set)
 	j.log.Info("auth: issuer keys loaded", "issuer", j.issuer, "keys", len(set.keys))

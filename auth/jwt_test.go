@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -480,5 +481,41 @@ func TestJWTNoLeeway(t *testing.T) {
 	}
 	if !id.Expires.Equal(c.Now()) {
 		t.Fatalf("Expires %v, want exp itself %v", id.Expires, c.Now())
+	}
+}
+
+// TestEmptyJWKSKeepsKeys: a fetch that yields no usable key (an empty
+// set, or only keys that cannot verify) fails as a junk document does: the
+// keys in force stay, and it is logged above info.
+func TestEmptyJWKSKeepsKeys(t *testing.T) {
+	for name, raw := range map[string]string{
+		"empty":           `{"keys":[]}`,
+		"no signing keys": `{"keys":[{"kty":"oct","k":"c2VjcmV0","kid":"rsa1"}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			is := newIssuer(t)
+			c := newClock()
+			logs := &records{}
+			a := oauthAuth(t, is, c, func(o *auth.Options) { o.Logger = slog.New(logs) })
+			token := "Bearer " + sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))
+			if _, e := authErr(t, a, token); e != nil {
+				t.Fatal(e)
+			}
+			is.set(func(is *issuer) { is.rawJWKS = []byte(raw) })
+			c.Add(31 * time.Second)
+			// An unknown kid makes the gateway fetch the set again.
+			if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "new", good(is, c))); e == nil || e.Reason != "unknown_key" {
+				t.Fatalf("unknown kid: %+v", e)
+			}
+			if got := is.jwksHits.Load(); got != 2 {
+				t.Fatalf("%d fetches, want 2", got)
+			}
+			if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))); e != nil {
+				t.Fatalf("after a fetch with no usable key, the previous keys are gone: %+v", e)
+			}
+			if !logs.above(slog.LevelWarn, "no public signing key") {
+				t.Error("the fetch with no usable key was not logged at warning level or above")
+			}
+		})
 	}
 }

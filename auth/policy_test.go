@@ -380,3 +380,21 @@ func TestForbiddenMethod(t *testing.T) {
 		t.Errorf("ForbiddenMethod without OAuth: %s", got)
 	}
 }
+
+// above reports whether a record at level or above has an attribute
+// whose value contains text.
+func (r *records) above(level slog.Level, text string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.list {
+		found := false
+		rec.Attrs(func(a slog.Attr) bool {
+			found = found || strings.Contains(a.Value.String(), text)
+			return true
+		})
+		if rec.Level >= level && found {
+			return true
+		}
+	}
+	return false
+}
