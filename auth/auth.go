@@ -265,7 +265,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	}
 	// Another scheme is a client that does not know Bearer is wanted: a
 	// plain challenge, with no error code (RFC 6750 §3.1).
-	if scheme, _, _ := strings.Cut(authorization, " "); len(authorization) <= maxAuthorization && !strings.EqualFold(scheme, "Bearer") {
+	if scheme, _, _ := strings.Cut(authorization, " "); !strings.EqualFold(scheme, "Bearer") {
 		return Identity{}, &Error{Status: http.StatusUnauthorized, Description: "only Bearer credentials are accepted", Reason: "scheme"}
 	}
 	token, err := bearer(authorization)

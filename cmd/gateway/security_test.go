@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,4 +45,25 @@ func TestOAuthLeeway(t *testing.T) {
 			t.Errorf("GATEWAY_OAUTH_LEEWAY=%q, a token expired %v ago: error %v, want accepted %v", tc.leeway, tc.ago, err, tc.ok)
 		}
 	}
+}
+
+// TestLargeJWT: a JWT as large as one with many groups (Entra ID's pass
+// 8 KiB) is read whole, within GATEWAY_MAX_HEADER_BYTES' default; only
+// that setting bounds the Authorization header.
+func TestLargeJWT(t *testing.T) {
+	t.Parallel()
+	is := newIssuer(t)
+	watch := secret(t)
+	g := startGateway(t, append(oauthEnv("ISSUER", is.url, "RESOURCE", resource, "JWKS_URL", is.url+"/jwks"), "GATEWAY_AUTH_TOKENS=watch:"+watch))
+	tg := newTarget(t, g, watch)
+	g.Logs.Wait(t, msgIs("auth: issuer keys loaded"))
+	groups := make([]string, 500)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i) // 36 bytes, as Entra's object ids
+	}
+	tok := sign(t, jose.RS256, is.key, "k1", is.claims("alice", "", map[string]any{"groups": groups}))
+	if len(tok) < 20<<10 {
+		t.Fatalf("the token is only %d bytes", len(tok))
+	}
+	tg.run(t, []attack{{name: "a 20 KiB JWT", token: tok, body: call("echo", `{"text":"hi"}`), status: 200, reached: []string{"echo"}}})
 }
