@@ -9,6 +9,7 @@ type mailbox struct {
 	notes   []note
 	out     [][]byte // what take last returned; its array is kept for the next
 	max     int
+	held    int  // the bytes of the notes queued
 	dropped int  // log messages that found the mailbox full
 	code    int  // the child's error code when resp is an error response
 	errResp bool // resp is the child's error response
@@ -32,6 +33,18 @@ type note struct {
 	kind noteKind
 }
 
+// maxNoteBytes bounds the bytes a mailbox holds for an owner that falls
+// behind, as max bounds the count: past it, the owner is behind just as
+// past max (progress is coalesced, a log message dropped, a listen ended).
+// Without it a call could hold max messages of the largest size a child
+// may write (256 of 64 MiB by default). 4 MiB is the default max of 256
+// notes at 16 KiB each, far more than a progress notification or a log
+// message takes. A message is always taken when no note is queued, and the
+// last progress is always replaced, whatever its size: so a mailbox holds
+// at most maxNoteBytes and one message of any size the child may write,
+// besides the requests to the client, which are few and always kept.
+const maxNoteBytes = 4 << 20
+
 // keptNotes is the most notes a mailbox's arrays keep room for between
 // takes; a stream read as it comes takes one or two at a time.
 const keptNotes = 8
@@ -50,7 +63,7 @@ func (m *mailbox) signal() {
 
 // note queues a message; it reports false once the call has ended, and
 // for an event, when the owner is too far behind to take it. Over
-// the limit, a progress notification replaces a progress notification
+// the limits (max notes, maxNoteBytes), a progress notification replaces a progress notification
 // queued last (the latest value wins, and the order is kept), a log message
 // is dropped, and a request to the client is always kept: the call cannot
 // go on without its answer, and there are few.
@@ -68,13 +81,17 @@ func (m *mailbox) put(b []byte, kind noteKind) (kept, coalesced, dropped bool) {
 	if m.done {
 		return false, false, false
 	}
+	fits := len(m.notes) == 0 || len(m.notes) < m.max && m.held+len(b) <= maxNoteBytes
 	switch {
-	case kind == noteEvent && len(m.notes) >= m.max:
+	case kind == noteEvent && !fits:
 		return false, false, false // the owner ends the call (see call.event)
-	case len(m.notes) < m.max || kind == noteAsk || kind == noteEvent:
+	case fits || kind == noteAsk:
 		m.notes = append(m.notes, note{b, kind})
+		m.held += len(b)
 	case kind == noteProgress && m.notes[len(m.notes)-1].kind == noteProgress:
-		m.notes[len(m.notes)-1] = note{b, kind}
+		last := &m.notes[len(m.notes)-1]
+		m.held += len(b) - len(last.raw)
+		*last = note{b, kind}
 		coalesced = true
 	default:
 		m.dropped++
@@ -129,7 +146,7 @@ func (m *mailbox) take() ([][]byte, []byte, bool, error) {
 		notes = append(notes, n.raw)
 	}
 	clear(m.notes)
-	m.notes = m.notes[:0]
+	m.notes, m.held = m.notes[:0], 0
 	if cap(m.notes) > keptNotes {
 		m.notes = nil
 	}
