@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -205,14 +206,12 @@ func (ch *child) response(m *jsonrpc.Message) {
 
 // badAnswer fails the call a message that is not valid JSON-RPC was meant
 // to answer, if it names one: no method and the id of a client's pending
-// call. Its answer will not come in any other form, and the call would
-// otherwise wait out its timeout. The gateway's own exchanges (handshake,
-// probes) keep their timeouts, which decide what an unanswered one means.
+// call (see answerID). Its answer will not come in any other form, and the
+// call would otherwise wait out its timeout. The gateway's own exchanges
+// (handshake, probes) keep their timeouts, which decide what an unanswered
+// one means.
 func (ch *child) badAnswer(raw []byte, why error) {
-	if jsonrpc.Get(raw, "method") != nil {
-		return
-	}
-	id, ok := (&jsonrpc.Message{ID: jsonrpc.Get(raw, "id")}).IDInt()
+	id, ok := answerID(raw)
 	if !ok {
 		return
 	}
@@ -223,6 +222,79 @@ func (ch *child) badAnswer(raw []byte, why error) {
 		ex.fail(jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer",
 			fmt.Sprintf("the child answered with a message that is not valid JSON-RPC (%v)", why)))
 	}
+}
+
+// answerID is the id a message that is not valid JSON-RPC answers, when it
+// can be read one way only and the message has no method: a call must
+// never fail for a line that may be a request of the child's own, whose
+// ids are its own counting, nor for an id another decoder reads otherwise.
+// A message that is JSON has no member named method in any letter case,
+// and one id. One that is not JSON (NaN, a trailing comma) is read as the
+// head of a line over the size limit is, up to where it goes wrong: one id
+// and a result or an error there, and nothing anywhere that may be a
+// method. A line that ends before its object does is not taken for an
+// answer: it may be a write the child broke off, and the whole answer may
+// follow.
+func answerID(raw []byte) (int64, bool) {
+	var at [2]jsonrpc.Span
+	err := jsonrpc.FindMembers(raw, []string{"method", "id"}, at[:])
+	var id []byte
+	var syntax *jsonrpc.SyntaxError
+	switch {
+	case errors.As(err, &syntax) && syntax.Offset >= len(raw):
+		return 0, false // cut short: not known to be all the child meant to write
+	case errors.As(err, &syntax):
+		id = headID(raw[:syntax.Offset])
+		if id == nil || mentions(raw, `"method"`) {
+			return 0, false
+		}
+	case err != nil || at[0].End > 0 || at[1].End == 0:
+		return 0, false // not an object, a method or an id ambiguous, a method, or no id
+	default:
+		id = raw[at[1].Start:at[1].End]
+	}
+	return (&jsonrpc.Message{ID: id}).IDInt()
+}
+
+// headID is the id among the members of head, the valid start of a JSON
+// object that goes wrong where head ends, when the head shows a result or
+// an error and one member named id, in any letter case; otherwise nil.
+func headID(head []byte) []byte {
+	if !jsonrpc.PrefixHas(head, "result") && !jsonrpc.PrefixHas(head, "error") {
+		return nil
+	}
+	id, ok := jsonrpc.PrefixMember(head, "id")
+	if !ok {
+		return nil
+	}
+	// PrefixMember gives the last of two ids: another before it (id is
+	// head's own bytes, at this offset) makes it ambiguous.
+	if _, twice := jsonrpc.PrefixMember(head[:cap(head)-cap(id)], "id"); twice {
+		return nil
+	}
+	for _, other := range [...]string{"ID", "Id", "iD"} {
+		if jsonrpc.PrefixHas(head, other) {
+			return nil
+		}
+	}
+	return id
+}
+
+// mentions reports whether b holds quoted, a quoted name, in any letter
+// case, anywhere: inside a value too, for a text that cannot be read to
+// tell where its values are.
+func mentions(b []byte, quoted string) bool {
+	for i := bytes.IndexByte(b, '"'); i >= 0 && i+len(quoted) <= len(b); {
+		if bytes.EqualFold(b[i:i+len(quoted)], []byte(quoted)) {
+			return true
+		}
+		j := bytes.IndexByte(b[i+1:], '"')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 // oversized deals with a line too long to keep, now instead of at a
