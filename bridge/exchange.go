@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
@@ -73,7 +74,7 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 		err = ch.t.WriteMessage(ctx, line)
 	}
 	if ch.log.Enabled(ex.ctx, slog.LevelDebug) {
-		ch.log.DebugContext(ex.logCtx(), "to child", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "size", len(line), "err", err)
+		ch.log.DebugContext(ex.logCtx(), "to child", "id", ex.id, "method", ex.method, "client_id", logged(ex.clientID), "size", len(line), "err", err)
 	}
 	ex.writeDone(err)
 	switch {
@@ -198,10 +199,29 @@ func (ex *exchange) cancelNote(reason string) []byte {
 // logCancel logs how telling the child to cancel ex went.
 func (ch *child) logCancel(ex *exchange, reason string, err error) {
 	if err != nil {
-		ch.log.WarnContext(ex.logCtx(), "could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason, "err", err)
+		ch.log.WarnContext(ex.logCtx(), "could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", logged(ex.clientID), "reason", clipped(reason), "err", err)
 		return
 	}
-	ch.log.InfoContext(ex.logCtx(), "cancelled call", "id", ex.id, "method", ex.method, "client_id", string(ex.clientID), "reason", reason)
+	ch.log.InfoContext(ex.logCtx(), "cancelled call", "id", ex.id, "method", ex.method, "client_id", logged(ex.clientID), "reason", clipped(reason))
+}
+
+// maxLogged bounds what a log line repeats from a client: its id, or the
+// reason it gave for a cancellation, may be as long as a request.
+const maxLogged = 256
+
+// logged is a client's id as a log line shows it.
+func logged(id []byte) string { return clipped(string(id)) }
+
+// clipped is s cut to maxLogged bytes, on a character's start.
+func clipped(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	cut := maxLogged
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // answered hands the child's response, which the reader has taken from the
@@ -227,7 +247,7 @@ func (ex *exchange) answered(m *jsonrpc.Message) {
 	if !c.answer(ex, m) {
 		// Its client left (or timed out) just as the answer came.
 		ex.ch.b.late.Add(1)
-		ex.ch.log.DebugContext(ex.logCtx(), "dropped late response", "id", ex.id, "client_id", string(ex.clientID))
+		ex.ch.log.DebugContext(ex.logCtx(), "dropped late response", "id", ex.id, "client_id", logged(ex.clientID))
 	}
 }
 

@@ -43,7 +43,7 @@ func (c *call) askForInputs(ex *exchange, m *jsonrpc.Message) {
 		err = errors.New("it asks for no input")
 	}
 	if err != nil {
-		c.ch.log.WarnContext(c.logCtx(), "the child's InputRequiredResult cannot be turned into questions for a 2025 client; the call fails", "client_id", string(c.clientID), "err", err)
+		c.ch.log.WarnContext(c.logCtx(), "the child's InputRequiredResult cannot be turned into questions for a 2025 client; the call fails", "client_id", logged(c.clientID), "err", err)
 		c.end(nil, jsonrpc.GatewayError(jsonrpc.CodeBadAnswer, "bad_answer", "the child's InputRequiredResult cannot be read: "+err.Error()))
 		return
 	}

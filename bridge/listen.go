@@ -201,9 +201,9 @@ func (c *call) event(b []byte) {
 	if _, _, done, _ := c.box.peek(); done {
 		return
 	}
-	c.b.log.WarnContext(c.logCtx(), "a listener fell too far behind; ending its stream", "client_id", string(c.clientID), "behind", c.b.opts.MaxNotes)
+	c.b.log.WarnContext(c.logCtx(), "a listener fell too far behind; ending its stream", "client_id", logged(c.clientID), "behind", c.b.opts.MaxNotes)
 	c.abort(jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "listener_behind",
-		fmt.Sprintf("the client fell %d notifications behind; listen again", c.b.opts.MaxNotes)), "the client fell too far behind")
+		fmt.Sprintf("the client fell %d notifications (or %d MiB of them) behind; listen again", c.b.opts.MaxNotes, maxNoteBytes>>20)), "the client fell too far behind")
 }
 
 // endListen ends a modern child's listen that the child tore down with

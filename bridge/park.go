@@ -66,7 +66,7 @@ func (ch *child) park(ex *exchange) {
 		c.deliver(nil, errUnavailable("the child process exited while the call waited for its client's input; the call was lost"))
 		return
 	}
-	ch.log.DebugContext(c.logCtx(), "parked a call for its client's input", "id", ex.id, "client_id", string(c.clientID), "questions", asks)
+	ch.log.DebugContext(c.logCtx(), "parked a call for its client's input", "id", ex.id, "client_id", logged(c.clientID), "questions", asks)
 	c.deliver(jsonrpc.NewResult(c.clientID, irr), nil)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -292,7 +293,13 @@ func (b *Bridge) Respond(ctx context.Context, m *jsonrpc.Message) error {
 		return nil
 	}
 	if inst := askedBy(m.ID); inst != "" && inst != b.q.instance {
-		b.log.WarnContext(ctx, "an answer to a question another gateway process asked; refused", "id", string(m.ID), "asked_by", inst)
+		level := slog.LevelDebug
+		if b.q.shouldWarn(time.Now()) {
+			// A balancer without affinity sends them, often; so can any
+			// client, made up.
+			level = slog.LevelWarn
+		}
+		b.log.Log(ctx, level, "an answer to a question another gateway process asked; refused (logged at warn once a minute)", "id", logged(m.ID), "asked_by", inst)
 		return jsonrpc.GatewayError(jsonrpc.CodeInvalidParams, "answered_elsewhere",
 			"this answers a question that another gateway process ("+inst+") asked, not this one ("+b.q.instance+"): "+
 				"the call waits there: a 2025 session's requests must reach one replica (for example, a proxy hashing on Mcp-Session-Id)")

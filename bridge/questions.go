@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -31,9 +32,10 @@ import (
 //     and, once all are answered, the call goes on with a retry to the
 //     child (inputs.go).
 type questions struct {
-	key      []byte // signs the requestState of parked calls; set once
-	accepted []byte // verifies them too, never signs; nil: none; set once
-	instance string // names this process in the requestState it signs; set once
+	key      []byte       // signs the requestState of parked calls; set once
+	accepted []byte       // verifies them too, never signs; nil: none; set once
+	instance string       // names this process in the requestState it signs; set once
+	warned   atomic.Int64 // when an answer meant for another process was last logged at warn, in Unix seconds
 
 	mu     sync.Mutex
 	byID   map[string]*ask       // questions a legacy client answers with a response, by the id it was sent with
@@ -50,7 +52,7 @@ func newQuestions(key, accepted []byte) *questions {
 	}
 	// Replicas sharing a key count exchange ids alike: the instance keeps
 	// one replica's state from resuming another's exchange of the same id.
-	var inst [9]byte
+	var inst [instanceBytes]byte
 	_, _ = rand.Read(inst[:])
 	q.instance = base64.RawURLEncoding.EncodeToString(inst[:])
 	return q
@@ -72,8 +74,12 @@ type ask struct {
 	call *call
 }
 
+// instanceBytes and askBytes are the random bytes of a question's id: its
+// process (base64) and its own (hex).
+const instanceBytes, askBytes = 9, 12
+
 func (q *questions) newAskID() string {
-	var b [12]byte
+	var b [askBytes]byte
 	_, _ = rand.Read(b[:])
 	return strconv.Quote(askPrefix + q.instance + "." + hex.EncodeToString(b[:]))
 }
@@ -90,11 +96,19 @@ func askedBy(id []byte) string {
 	if json.Unmarshal(id, &s) != nil || !strings.HasPrefix(s, askPrefix) {
 		return ""
 	}
-	inst, _, ok := strings.Cut(strings.TrimPrefix(s, askPrefix), ".")
-	if !ok {
-		return ""
+	inst, own, ok := strings.Cut(strings.TrimPrefix(s, askPrefix), ".")
+	if !ok || len(inst) != base64.RawURLEncoding.EncodedLen(instanceBytes) || len(own) != hex.EncodedLen(askBytes) {
+		return "" // not an id the gateway makes, whatever it starts with
 	}
 	return inst
+}
+
+// shouldWarn reports whether an answer meant for another process, seen
+// now, is logged at warn: at most once a minute, since any client can
+// send one.
+func (q *questions) shouldWarn(now time.Time) bool {
+	last := q.warned.Load()
+	return now.Unix()-last >= 60 && q.warned.CompareAndSwap(last, now.Unix())
 }
 
 // request is the ask as the client receives it.

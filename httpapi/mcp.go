@@ -170,7 +170,11 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 				// as U+FFFD, and a child may drop it or keep it: checks on
 				// a name or a URI would be made on another string than
 				// the one the child acts on.
-				writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError,
+				id := jsonrpc.BestEffortID(body)
+				if !utf8.Valid(id) {
+					id = nil // an answer is UTF-8 too
+				}
+				writeError(w, http.StatusBadRequest, id, &jsonrpc.Error{Code: jsonrpc.CodeParseError,
 					Message: fmt.Sprintf("the body is not UTF-8: its byte at offset %d is not", notUTF8At(body))})
 				return nil, false
 			}

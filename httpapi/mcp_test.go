@@ -34,7 +34,7 @@ func TestBadInputIsRefused(t *testing.T) {
 		id                        string
 	}{
 		"malformed JSON":      {"POST", "application/json", `{"jsonrpc":"2.0",`, 400, jsonrpc.CodeParseError, ""},
-		"not UTF-8":           {"POST", "application/json", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"name\":\"a\xffb\"}}", 400, jsonrpc.CodeParseError, ""},
+		"not UTF-8":           {"POST", "application/json", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"name\":\"a\xffb\"}}", 400, jsonrpc.CodeParseError, "1"},
 		"trailing garbage":    {"POST", "application/json", `{"jsonrpc":"2.0","id":1,"method":"m"}}`, 400, jsonrpc.CodeParseError, ""},
 		"not JSON-RPC":        {"POST", "application/json", `{"id":7,"method":"m"}`, 400, jsonrpc.CodeInvalidRequest, "7"},
 		"scalar":              {"POST", "application/json", `"hello"`, 400, jsonrpc.CodeInvalidRequest, ""},

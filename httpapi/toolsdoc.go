@@ -203,7 +203,7 @@ var refusals = []refusal{
 	{"422", "ToolError", "", false, "tool-error: the tool's result reports an error (in result); input-required: the tool asks for input the REST API cannot give (inputRequests)."},
 	{"429", "RateLimited", "Retry-After", false, "rate-limited: over the client's rate or stream limit."},
 	{"502", "BadGateway", "", false, "child-error: the server answered with an error (in error); answer-too-large: the server's answer is over the gateway's limit; bad-answer: the server's answer is not valid JSON-RPC."},
-	{"503", "Unavailable", "Retry-After", false, "unavailable: no server ready, shutting down, or overloaded."},
+	{"503", "Unavailable", "Retry-After", false, "unavailable: no server ready, shutting down, overloaded, or the OAuth issuer's keys cannot be fetched."},
 	{"504", "Timeout", "", false, "timeout: the call's timeout passed; the server was told to cancel it, if the call had reached it."},
 }
 

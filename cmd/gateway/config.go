@@ -78,7 +78,7 @@ type Config struct {
 	OauthResource   string        `split_words:"true" desc:"the gateway's resource URL (such as https://mcp.example.com/mcp): the aud the tokens must carry; required with GATEWAY_OAUTH_ISSUER"`
 	OauthJwksURL    string        `split_words:"true" desc:"where the issuer's keys are; empty: from the issuer's metadata"`
 	OauthAlgorithms []string      `split_words:"true" default:"RS256,ES256" desc:"JWS algorithms accepted (asymmetric only)"`
-	OauthLeeway     time.Duration `split_words:"true" default:"30s" desc:"clock skew allowed on a token's exp, nbf and iat"`
+	OauthLeeway     time.Duration `split_words:"true" default:"30s" desc:"clock skew allowed on a token's exp, nbf and iat (0: none)"`
 	OauthScopes     []string      `split_words:"true" desc:"scopes_supported in the Protected Resource Metadata, comma-separated"`
 	RequireAuth     bool          `split_words:"true" default:"false" desc:"refuse to start on a non-loopback address with no authentication configured (otherwise a warning)"`
 	AuthMetrics     bool          `split_words:"true" default:"false" desc:"/metrics on GATEWAY_ADDR needs credentials too"`
