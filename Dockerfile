@@ -23,9 +23,11 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/gateway ./cmd/gate
 FROM node:22-bookworm-slim AS runtime
 # tini is PID 1: it passes SIGTERM on to the gateway and reaps the orphans
 # a child leaves behind (a wrapper script's server, say), which no one else
-# would wait for.
+# would wait for. ca-certificates: the gateway checks an https peer (the
+# OAuth issuer and its keys) against the system's roots, which the node
+# image removes once Node is fetched (Node carries its own).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends tini \
+ && apt-get install -y --no-install-recommends tini ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 # The child, at the version the interop tests pin (interop/package.json);
 # its own dependencies resolve within their ranges at build time.

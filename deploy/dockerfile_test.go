@@ -228,6 +228,9 @@ func checkRuntimeStage(d *dockerfile, s instructions.Stage, want pins, gateway s
 	if !regexp.MustCompile(`apt-get install[^\n]*\btini\b`).MatchString(all) {
 		bad("the runtime stage does not install tini")
 	}
+	if !regexp.MustCompile(`apt-get install[^\n]*\bca-certificates\b`).MatchString(all) {
+		bad("the runtime stage does not install ca-certificates: the gateway's https fetches (the OAuth issuer's keys) would trust no root")
+	}
 	if m := regexp.MustCompile(`@modelcontextprotocol/server-everything@(\S+)`).FindStringSubmatch(all); m == nil {
 		bad("the runtime stage does not install @modelcontextprotocol/server-everything at a pinned version")
 	} else if m[1] != want.everything {
@@ -348,7 +351,8 @@ func TestDockerfileChecksBite(t *testing.T) {
 		{"user by name", "USER 10001:10001", "USER gateway", "not numeric"},
 		{"no user", "USER 10001:10001\n", "", "no USER"},
 		{"no tini", `ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/usr/local/bin/gateway"]`, `ENTRYPOINT ["/usr/local/bin/gateway"]`, "does not start tini"},
-		{"tini not installed", "install -y --no-install-recommends tini", "install -y --no-install-recommends ca-certificates", "does not install tini"},
+		{"tini not installed", "install -y --no-install-recommends tini ca-certificates", "install -y --no-install-recommends ca-certificates", "does not install tini"},
+		{"no CA roots", "install -y --no-install-recommends tini ca-certificates", "install -y --no-install-recommends tini", "does not install ca-certificates"},
 		{"tini runs something else", `"--", "/usr/local/bin/gateway"]`, `"--", "/bin/sh"]`, "does not run the gateway"},
 		{"shell entrypoint", `ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/usr/local/bin/gateway"]`, `ENTRYPOINT /usr/bin/tini -- /usr/local/bin/gateway`, "shell form"},
 		{"stop signal", "STOPSIGNAL SIGTERM", "STOPSIGNAL SIGKILL", "STOPSIGNAL"},
