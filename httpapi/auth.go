@@ -304,6 +304,18 @@ func quote(s string) string { return string(jsonrpc.Quote(s)) }
 
 // metadata serves the Protected Resource Metadata; it needs no
 // credentials, since it says how to get them.
+// metadataPreflight answers a browser's CORS preflight for the metadata,
+// which anyone may read: a client that sends MCP-Protocol-Version with its
+// GET (the TypeScript SDK does) needs one.
+func metadataPreflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Methods", http.MethodGet)
+	h.Set("Access-Control-Allow-Headers", mcp.HeaderProtocolVersion)
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (h *handlers) metadata(body []byte) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Access-Control-Allow-Origin", "*")

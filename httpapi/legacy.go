@@ -136,7 +136,7 @@ func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sess == nil {
-		h.methodNotAllowed(w, r)
+		h.mcpMethodNotAllowed(w, r)
 		return
 	}
 	if err := h.sessions.end(r.Header.Get(mcp.HeaderSession), callerOf(r.Context()).owner()); err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/metrics"
 	"go.uber.org/goleak"
 )
 
@@ -584,6 +585,24 @@ func TestContentEncoding(t *testing.T) {
 		}
 		if tc.status == 415 && resp.Header.Get("Accept-Encoding") != "identity" {
 			t.Errorf("Content-Encoding %q: Accept-Encoding %q, want identity", tc.encoding, resp.Header.Get("Accept-Encoding"))
+		}
+	}
+}
+
+// A 405 lists the methods its route takes, HEAD where it is served.
+func TestMethodNotAllowedSaysWhatIs(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(1)
+	srv := newServer(t, newFake(), Options{Meter: m, Metrics: m.Handler(), OpenAPI: []byte("openapi: 3.1.0")})
+	for path, want := range map[string]string{"/healthz": "GET, HEAD", "/readyz": "GET, HEAD", "/openapi.yaml": "GET, HEAD", "/ui/app.js": "GET, HEAD", "/metrics": "GET"} {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 405 || resp.Header.Get("Allow") != want {
+			t.Errorf("PUT %s: %d, Allow %q; want 405, Allow %q", path, resp.StatusCode, resp.Header.Get("Allow"), want)
 		}
 	}
 }

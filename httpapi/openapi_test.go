@@ -133,6 +133,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		{name: "over the rate", method: "POST", path: "/mcp", contentType: "application/json", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm"}}`, ready: true, guarded: true, header: []string{"Authorization", "Bearer tok-0123456789abcdef"}, status: 429},
 		{name: "resource metadata", method: "GET", path: "/.well-known/oauth-protected-resource", guarded: true, status: 200},
 		{name: "resource metadata, path form", method: "GET", path: "/.well-known/oauth-protected-resource/mcp", guarded: true, status: 200},
+		{name: "resource metadata, preflight", method: "OPTIONS", path: "/.well-known/oauth-protected-resource/mcp", guarded: true, header: []string{"Origin", "https://app.example", "Access-Control-Request-Method", "GET", "Access-Control-Request-Headers", "mcp-protocol-version"}, status: 204},
 		{name: "openapi.yaml", method: "GET", path: "/openapi.yaml", status: 200},
 		{name: "rest tools", method: "GET", path: "/v1/tools", ready: true, status: 200},
 		{name: "rest call", method: "POST", path: "/v1/tools/echo", contentType: "application/json", body: `{"text":"hi"}`, ready: true, answer: answer(`{"content":[{"type":"text","text":"hi"}]}`), status: 200},

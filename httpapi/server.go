@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -164,7 +165,7 @@ func New(b Backend, opts Options) http.Handler {
 	// The meter sits outside Recoverer, so that it sees the 500 a panic
 	// becomes.
 	r.Use(BodyDeadline(opts.ClientTimeout), closeAfterChunked, newRequestIDs().named, accessLog(opts.Logger, opts.TrustedProxies), opts.Meter.Instrument, withCORS(opts.AllowedOrigins, h.originAllowed), middleware.Recoverer)
-	r.MethodNotAllowed(h.methodNotAllowed)
+	r.MethodNotAllowed(h.methodNotAllowed(r))
 	r.NotFound(h.notFound)
 	// No timeout middleware on /mcp: it may answer with a stream that lasts
 	// as long as the call, and chi's Timeout writes a 504 after the fact.
@@ -201,6 +202,7 @@ func New(b Backend, opts Options) http.Handler {
 		if paths, body, ok := opts.Auth.Metadata(); ok {
 			for _, p := range paths {
 				r.Get(p, h.metadata(body))
+				r.Options(p, metadataPreflight)
 			}
 		}
 	}
@@ -309,20 +311,36 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func (h *handlers) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/mcp" {
-		// No GET stream in either era; DELETE ends a 2025 session.
-		w.Header().Set("Allow", "POST, DELETE")
-		msg := r.Method + " is not supported on /mcp: send each JSON-RPC message as a POST"
-		if r.Method == http.MethodDelete {
-			// Allow names DELETE: say what it needs.
-			msg = "DELETE /mcp ends a 2025 session, named by its " + mcp.HeaderSession + " header, which this request lacks; 2026-07-28 has no session to end"
+// methodNotAllowed answers a method a route of mux does not take.
+func (h *handlers) methodNotAllowed(mux *chi.Mux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mcp" {
+			h.mcpMethodNotAllowed(w, r)
+			return
 		}
-		writeError(w, http.StatusMethodNotAllowed, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg})
-		return
+		// RFC 9110 §15.5.6: a 405 lists what the route takes (HEAD too,
+		// where it is served).
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodOptions} {
+			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
-	w.Header().Set("Allow", http.MethodGet)
-	http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+}
+
+// mcpMethodNotAllowed answers a method /mcp does not take: it offers no
+// GET stream in either era, and DELETE ends a 2025 session.
+func (h *handlers) mcpMethodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "POST, DELETE")
+	msg := r.Method + " is not supported on /mcp: send each JSON-RPC message as a POST"
+	if r.Method == http.MethodDelete {
+		// Allow names DELETE: say what it needs.
+		msg = "DELETE /mcp ends a 2025 session, named by its " + mcp.HeaderSession + " header, which this request lacks; 2026-07-28 has no session to end"
+	}
+	writeError(w, http.StatusMethodNotAllowed, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg})
 }
 
 func (h *handlers) notFound(w http.ResponseWriter, r *http.Request) {
