@@ -69,6 +69,9 @@ func restRequest(method string, more []byte) (*mcp.Request, error) {
 	var b bytes.Buffer
 	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":`)
 	b.Write(jsonrpc.Quote(method))
+	// Progress asked for always, a JSON answer's too (which drops it): a
+	// child's progress is what keeps a long call within
+	// GATEWAY_CALL_IDLE_TIMEOUT.
 	b.WriteString(`,"params":{"_meta":{"progressToken":1,`)
 	b.Write(jsonrpc.Quote(mcp.MetaProtocolVersion))
 	b.WriteByte(':')
