@@ -79,7 +79,8 @@ func (h *handlers) collect(w http.ResponseWriter, r *http.Request, method, membe
 	items := [][]byte{}
 	size := 0
 	var cursor []byte
-	for range maxToolPages {
+	seen := map[string]bool{}
+	for page := 1; ; page++ {
 		var more []byte
 		if cursor != nil {
 			more = append([]byte(`"cursor":`), cursor...)
@@ -103,6 +104,15 @@ func (h *handlers) collect(w http.ResponseWriter, r *http.Request, method, membe
 				return nil, p
 			}
 		}
+		rawNext := jsonrpc.Get(result, "nextCursor")
+		next, _ := mcp.String(rawNext)
+		if seen[next] {
+			// A child that ignores the cursor sends a page it sent
+			// before: the list ends before it.
+			h.log.WarnContext(r.Context(), "the child's list gave a cursor it had given before; the list is cut before that page", "method", method, "pages", page-1, "items", len(items))
+			break
+		}
+		seen[next] = true
 		list := jsonrpc.Get(result, member)
 		if len(list) > 0 && string(list) != "null" {
 			// The child's answer is not a list: saying it has nothing
@@ -120,17 +130,20 @@ func (h *handlers) collect(w http.ResponseWriter, r *http.Request, method, membe
 		if size > maxListBytes {
 			return nil, newProblem(kindAnswerTooLarge, http.StatusBadGateway, fmt.Sprintf("the server's %s add up to more than %d bytes", member, maxListBytes))
 		}
-		next := jsonrpc.Get(result, "nextCursor")
-		if s, ok := mcp.String(next); !ok || s == "" {
+		if next == "" {
 			break
 		}
-		cursor = next
+		if page == maxListPages {
+			h.log.WarnContext(r.Context(), "the child's list has more pages than the gateway reads; the list is cut after them", "method", method, "pages", page, "items", len(items))
+			break
+		}
+		cursor = rawNext // sent back as the child wrote it
 	}
 	return items, nil
 }
 
-// maxToolPages bounds the pages of a list gathered for one answer.
-const maxToolPages = 100
+// maxListPages bounds the pages of a list gathered for one answer.
+const maxListPages = 100
 
 // restRead serves GET /v1/resources/read?uri=...
 func (h *handlers) restRead(w http.ResponseWriter, r *http.Request) {

@@ -27,6 +27,12 @@ func TestRESTResources(t *testing.T) {
 			{`"p2"`, `{"nextCursor":"","resources":[{"name":"b","uri":"demo://b"},{"uri":"demo://c","name":"c"}]}`},
 		}, `{"resources":[{"uri":"demo://a" ,"name":"a"},{"name":"b","uri":"demo://b"},{"uri":"demo://c","name":"c"}]}`},
 		{"empty", "/v1/resources", mcp.MethodResourcesList, []page{{"", `{"resources":[]}`}}, `{"resources":[]}`},
+		// A child that ignores the cursor gives its first page again: the
+		// list ends before it, not with every item twice.
+		{"a cursor given again", "/v1/resources", mcp.MethodResourcesList, []page{
+			{"", `{"resources":[{"uri":"demo://a","name":"a"}],"nextCursor":"0"}`},
+			{`"0"`, `{"resources":[{"uri":"demo://a","name":"a"}],"nextCursor":"0"}`},
+		}, `{"resources":[{"uri":"demo://a","name":"a"}]}`},
 		{"templates", "/v1/resources/templates", mcp.MethodTemplatesList, []page{
 			{"", `{"resourceTemplates":[{"uriTemplate":"demo://{x}", "name":"x"}],"nextCursor":"t2"}`},
 			{`"t2"`, `{"resourceTemplates":[{"uriTemplate":"demo://y/{z}","name":"y"}]}`},
