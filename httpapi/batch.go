@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -64,6 +66,12 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 			Message: fmt.Sprintf("a batch of %d messages; the gateway takes at most %d in one", len(spans), maxBatch)})
 		return
 	}
+	if h.b.Status().Draining {
+		// Every call in it would be refused: say so as a POST is told, so
+		// that a client or balancer retries elsewhere.
+		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.GatewayError(jsonrpc.CodeShutdown, "shutting_down", "the gateway is shutting down"))
+		return
+	}
 	if _, ok := h.legacySession(w, r, nil); !ok {
 		// A session that does not open is the batch's 404: the client
 		// must initialize again, whatever the batch held.
@@ -100,19 +108,14 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 			asked++
 		}
 	}
-	if asked > 1 && h.opts.Limiter != nil {
-		// The batch's POST took one call from the client's budget and
-		// one of its open requests; the rest are taken here, all or none.
-		release, ok := h.takeMore(w, r, asked-1)
-		if !ok {
-			return
-		}
-		defer release()
-	}
+	// Each message counts against the client's limits as a POST of its own
+	// would, for as long as it is served; the first rides on the batch's
+	// own POST, which the limits took already.
+	lim := &batchLimits{h: h, r: r, free: 1}
 	sid := r.Header.Get(mcp.HeaderSession)
 	for _, p := range first {
 		if p.answer == nil {
-			h.mcp(p, p.request(r, sid))
+			lim.serve(p, p.request(r, sid), lim.ride())
 		}
 		if s := p.header.Get(mcp.HeaderSession); s != "" {
 			sid = s
@@ -125,29 +128,73 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 		h.batchAccepted(w, first)
 		return
 	}
-	out := &batchOut{}
+	out := &batchOut{limit: h.opts.MaxMessageBytes}
 	if accepts(r.Header.Get("Accept"), "text/event-stream") {
 		out.sse = newSSE(w, h.opts.ClientTimeout)
+		h.opts.Meter.StreamOpened() // the batch's, in which its calls' streams go
+		defer h.opts.Meter.StreamClosed()
 		if err := out.sse.open(); err != nil {
 			return
 		}
 	}
 	for _, p := range first {
+		p.out = out
 		out.end(p)
 	}
 	var wg sync.WaitGroup
 	for _, p := range calls {
 		p.out = out
+		rides := lim.ride()
 		wg.Go(func() {
-			h.mcp(p, p.request(r, sid))
+			lim.serve(p, p.request(r, sid), rides)
 			out.end(p)
 		})
 	}
 	wg.Wait()
 	if out.sse == nil {
-		all := append([]byte{'['}, bytes.Join(out.answers, []byte{','})...)
-		writeJSON(w, http.StatusOK, append(all, ']'))
+		out.writeArray(w)
 	}
+}
+
+// batchLimits applies the client's limits to a batch's messages, each as
+// if it came in a POST of its own.
+type batchLimits struct {
+	h    *handlers
+	r    *http.Request
+	free int // messages the batch's own POST was let in for
+}
+
+// ride tells whether the next message served rides on the batch's own
+// POST; the batch's goroutine asks, in the batch's order.
+func (l *batchLimits) ride() bool {
+	l.free--
+	return l.free >= 0
+}
+
+// serve serves a part's message within the client's limits (unless it
+// rides on the batch's POST): a message over them is answered as a POST
+// over them is (429, Retry-After), under its own id; one let in holds its
+// place among the client's open requests until it is served.
+func (l *batchLimits) serve(p *batchPart, sub *http.Request, rides bool) {
+	h := l.h
+	if rides || h.opts.Limiter == nil {
+		h.mcp(p, sub)
+		return
+	}
+	key := h.clientKey(l.r)
+	if ok, wait := h.opts.Limiter.Allow(key); !ok {
+		h.tooMany(p, l.r, key, wait, "batch_element", true)
+		p.answerUnder()
+		return
+	}
+	release, ok := h.opts.Limiter.Open(key)
+	if !ok {
+		h.tooManyOpen(p, l.r, key)
+		p.answerUnder()
+		return
+	}
+	defer release()
+	h.mcp(p, sub)
 }
 
 // batchAccepted answers a batch with no request in it: 202 when every
@@ -167,33 +214,6 @@ func (h *handlers) batchAccepted(w http.ResponseWriter, parts []*batchPart) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// takeMore takes n more calls, and n more open requests, from the client's
-// limits, or refuses the batch as the limits refuse a POST.
-func (h *handlers) takeMore(w http.ResponseWriter, r *http.Request, n int) (release func(), ok bool) {
-	key := h.clientKey(r)
-	var releases []func()
-	release = func() {
-		for _, f := range releases {
-			f()
-		}
-	}
-	for range n {
-		if ok, wait := h.opts.Limiter.Allow(key); !ok {
-			release()
-			h.tooMany(w, r, key, wait, "batch", n+1)
-			return nil, false
-		}
-		f, ok := h.opts.Limiter.Open(key)
-		if !ok {
-			release()
-			h.tooManyOpen(w, r, key)
-			return nil, false
-		}
-		releases = append(releases, f)
-	}
-	return release, true
-}
-
 // batchOut is where a batch's answers go: its stream, which parts write
 // whole events to as they come, or the array they are gathered in.
 type batchOut struct {
@@ -201,6 +221,8 @@ type batchOut struct {
 	sse     *sseWriter // nil: the answers are gathered
 	failed  error      // a write to the stream failed: the rest are dropped
 	answers [][]byte   // without a stream: each answer
+	size    int        // of the answers
+	limit   int64      // the most the answers may hold in all, as one message
 }
 
 // events sends a part's whole events on the stream.
@@ -225,7 +247,10 @@ func (o *batchOut) end(p *batchPart) {
 	}
 	if o.sse != nil {
 		if p.streamed() {
-			_ = o.events(p.buf.Bytes())
+			_ = p.FlushError()
+			if p.buf.Len() > 0 {
+				_ = o.events(p.buf.Bytes()) // an event cut short, as the part left it
+			}
 			return
 		}
 		if len(msg) > 0 {
@@ -242,11 +267,50 @@ func (o *batchOut) end(p *batchPart) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, m := range msgs {
-		if parsed, err := jsonrpc.Parse(m); err == nil && parsed.Kind != jsonrpc.KindResponse {
+		parsed, err := jsonrpc.Parse(m)
+		if err == nil && parsed.Kind != jsonrpc.KindResponse {
 			continue // an array answers requests; notifications have no place in it
 		}
+		if int64(o.size+len(m)) > o.limit {
+			// The array is one message, and held whole until the last
+			// answer is in: it is bounded as a child's answer is.
+			var id []byte
+			if err == nil {
+				id = parsed.ID
+			}
+			m = jsonrpc.NewErrorResponse(id, jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large",
+				fmt.Sprintf("the batch's answers add up to more than %d bytes, the most one answer may hold; take them as a stream (Accept: text/event-stream), or send fewer", o.limit)))
+		}
+		o.size += len(m)
 		o.answers = append(o.answers, m)
 	}
+}
+
+// writeArray answers with the gathered answers, as one JSON array, written
+// from where they are rather than copied into one.
+func (o *batchOut) writeArray(w http.ResponseWriter) {
+	n := 2 + max(len(o.answers)-1, 0)
+	for _, a := range o.answers {
+		n += len(a)
+	}
+	v := [3]string{"application/json", strconv.Itoa(n), "no-store"}
+	h := w.Header()
+	h["Content-Type"], h["Content-Length"], h["Cache-Control"] = v[0:1:1], v[1:2:2], v[2:3:3]
+	w.WriteHeader(http.StatusOK)
+	sep := []byte{'['}
+	for _, a := range o.answers {
+		if _, err := w.Write(sep); err != nil {
+			return
+		}
+		if _, err := w.Write(a); err != nil {
+			return
+		}
+		sep = []byte{','}
+	}
+	if len(o.answers) == 0 {
+		w.Write(sep)
+	}
+	w.Write([]byte{']'})
 }
 
 // dataOf is the data of each event in an SSE stream's bytes.
@@ -273,6 +337,36 @@ type batchPart struct {
 	buf    bytes.Buffer
 	answer []byte    // the gateway's own answer, when it served none
 	out    *batchOut // nil until it may stream
+	opened bool      // its stream's first bytes went on
+}
+
+// answerUnder puts the part's message's own id on the error it was
+// answered with (the limits' errors name none).
+func (p *batchPart) answerUnder() {
+	msg, err := jsonrpc.Parse(p.raw)
+	if err != nil || msg.Kind != jsonrpc.KindRequest {
+		return // a notification's refusal stays as it is
+	}
+	if e := jsonrpc.Get(p.buf.Bytes(), "error"); e != nil {
+		var rpcErr jsonrpc.Error
+		if json.Unmarshal(e, &rpcErr) == nil {
+			p.answer = jsonrpc.NewErrorResponse(msg.ID, &rpcErr)
+		}
+	}
+}
+
+// inBatch tells whether w answers one message of a batch.
+func inBatch(w http.ResponseWriter) bool {
+	for {
+		switch x := w.(type) {
+		case *batchPart:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return false
+		}
+	}
 }
 
 // request is the POST the part's message would have come in alone.
@@ -315,7 +409,16 @@ func (p *batchPart) FlushError() error {
 	if i < 0 {
 		return nil
 	}
-	err := p.out.events(b[:i+len(eventEnd)])
+	events := b[:i+len(eventEnd)]
+	if !p.opened {
+		// The batch's stream said it was open.
+		p.opened = true
+		events = bytes.TrimPrefix(events, []byte(": stream open"+eventEnd))
+	}
+	var err error
+	if len(events) > 0 {
+		err = p.out.events(events)
+	}
 	p.buf.Next(i + len(eventEnd))
 	return err
 }

@@ -1,16 +1,19 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stdiomcp/gateway/clientlimit"
+	"github.com/stdiomcp/gateway/metrics"
 )
 
 const init0326 = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
@@ -167,6 +170,84 @@ func TestBatchRefused(t *testing.T) {
 	}
 }
 
+// Answers gathered into one array are one message, bounded as a child's
+// answer is: those past the bound are errors in their place.
+func TestBatchArrayIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{MaxMessageBytes: 60})
+	go answerCalls(t, f, 2) // each answer is some 45 bytes
+	resp := post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]`, "Accept", "application/json")
+	var codes []string
+	for _, m := range batchMessages(t, resp) {
+		code := "ok"
+		if e, ok := m["error"].(map[string]any); ok {
+			code = fmt.Sprint(e["code"])
+		}
+		codes = append(codes, fmt.Sprint(m["id"], ":", code))
+	}
+	slices.Sort(codes)
+	if len(codes) != 2 || !(strings.HasSuffix(codes[0], ":ok") != strings.HasSuffix(codes[1], ":ok")) || !strings.Contains(strings.Join(codes, " "), ":-32004") {
+		t.Errorf("answers %v; want one answer and one -32004 under its id", codes)
+	}
+}
+
+// A batch's stream is one stream open, whatever its calls stream.
+func TestBatchIsOneStream(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	m := metrics.New(1)
+	srv := newServer(t, f, Options{Meter: m, Metrics: m.Handler()})
+	open := func() string {
+		t.Helper()
+		r, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return regexp.MustCompile(`(?m)^gateway_sse_streams_open \S+$`).FindString(string(b))
+	}
+	resp := post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"a"}}},`+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"progressToken":"b"}}}]`, "Accept", "text/event-stream")
+	calls := []*fakeCall{f.next(t), f.next(t)}
+	for _, c := range calls {
+		c.note(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"x","progress":1}}`)
+	}
+	events := bufio.NewScanner(resp.Body)
+	for seen := 0; seen < 2 && events.Scan(); {
+		if strings.HasPrefix(events.Text(), "data: ") {
+			seen++
+		}
+	}
+	if got := open(); got != "gateway_sse_streams_open 1" {
+		t.Errorf("while a batch streams two calls' progress: %q, want 1", got)
+	}
+	for _, c := range calls {
+		c.finish([]byte(`{"jsonrpc":"2.0","id":`+string(c.req.ID)+`,"result":{}}`), nil)
+	}
+	rest, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(rest), "stream open") {
+		t.Errorf("the calls' streams said again that the stream is open: %s", rest)
+	}
+	if got := open(); got != "gateway_sse_streams_open 0" {
+		t.Errorf("after the batch: %q, want 0", got)
+	}
+}
+
+// A batch sent while the gateway stops is refused whole, as a POST is, so
+// that it is sent elsewhere.
+func TestBatchWhileStopping(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.draining = true
+	srv := newServer(t, f, Options{})
+	resp := post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`)
+	if _, code := readRPCError(t, resp); resp.StatusCode != 503 || code != -32005 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("%d %d Retry-After %q; want 503 -32005 with Retry-After", resp.StatusCode, code, resp.Header.Get("Retry-After"))
+	}
+}
+
 // A client that goes cancels every call of its batch.
 func TestBatchClientGoneCancelsItsCalls(t *testing.T) {
 	t.Parallel()
@@ -192,29 +273,49 @@ func TestBatchClientGoneCancelsItsCalls(t *testing.T) {
 }
 
 // The calls of a batch count against the client's limits, each as a POST
-// of its own would: a batch over what the client may have open is
-// refused whole.
+// of its own would: one over them is refused under its own id, and one
+// that is answered gives its place back while the others run.
 func TestBatchCountsAgainstLimits(t *testing.T) {
 	t.Parallel()
 	f := newFake()
 	srv := newServer(t, f, Options{Limiter: clientlimit.New(clientlimit.Options{MaxStreams: 2})})
 	three := `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"},{"jsonrpc":"2.0","id":3,"method":"tools/call"}]`
-	resp := post(t, srv.URL+"/mcp", "application/json", three)
-	if _, code := readRPCError(t, resp); resp.StatusCode != 429 || code != -32009 {
-		t.Errorf("three calls with room for two: %d %d, want 429", resp.StatusCode, code)
+	// On a stream, so that the refusal is seen while the two let in are
+	// held (answered, they would give their places back to the third).
+	resp := post(t, srv.URL+"/mcp", "application/json", three, "Accept", "text/event-stream")
+	held := []*fakeCall{f.next(t), f.next(t)}
+	events := bufio.NewScanner(resp.Body)
+	for events.Scan() {
+		if line := events.Text(); strings.HasPrefix(line, "data: ") {
+			if !strings.Contains(line, `"code":-32009`) || strings.Contains(line, `"id":`+string(held[0].req.ID)) || strings.Contains(line, `"id":`+string(held[1].req.ID)) {
+				t.Errorf("the first answer %s, want the third call's refusal, -32009 under its id", line)
+			}
+			break
+		}
 	}
-	go answerCalls(t, f, 2)
-	resp = post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]`, "Accept", "application/json")
-	if ids := idsOf(batchMessages(t, resp)); resp.StatusCode != 200 || !slices.Equal(ids, []string{"1", "2"}) {
-		t.Errorf("two calls with room for two: %d %v", resp.StatusCode, ids)
+	for _, c := range held {
+		c.finish([]byte(`{"jsonrpc":"2.0","id":`+string(c.req.ID)+`,"result":{}}`), nil)
 	}
-}
+	if rest, _ := io.ReadAll(resp.Body); strings.Count(string(rest), "data: ") != 2 {
+		t.Errorf("after the refusal: %s; want the two answers", rest)
+	}
 
-func idsOf(msgs []map[string]any) []string {
-	var ids []string
-	for _, m := range msgs {
-		ids = append(ids, fmt.Sprint(m["id"]))
+	// The first call rides on the batch's own place; the second has one
+	// of its own, free again once it is answered (which the stream shows:
+	// the place is given back before the answer goes on).
+	resp = post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]`, "Accept", "text/event-stream")
+	rider, second := f.next(t), f.next(t)
+	if string(rider.req.ID) == "2" {
+		rider, second = second, rider
 	}
-	slices.Sort(ids)
-	return ids
+	second.finish([]byte(`{"jsonrpc":"2.0","id":2,"result":{}}`), nil)
+	events = bufio.NewScanner(resp.Body)
+	for events.Scan() && !strings.HasPrefix(events.Text(), "data: ") {
+	}
+	go answerCalls(t, f, 1)
+	if r := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":9,"method":"tools/call"}`); r.StatusCode != 200 {
+		t.Errorf("a call beside a batch whose second call was answered: %d, want 200", r.StatusCode)
+	}
+	rider.finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), nil)
+	io.Copy(io.Discard, resp.Body)
 }

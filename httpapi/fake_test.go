@@ -27,6 +27,7 @@ type fakeBackend struct {
 	tools    *bridge.ToolList             // what Tools returns; nil: no tools
 	mu       sync.Mutex
 	ready    bool
+	draining bool
 	changed  chan struct{} // closed and replaced when ready changes
 	awaiting chan struct{} // signalled when an Await is about to wait
 	callErr  error
@@ -66,7 +67,7 @@ func (f *fakeBackend) Notify(ctx context.Context, n *jsonrpc.Message) error {
 func (f *fakeBackend) Status() bridge.Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return bridge.Status{Ready: f.ready, Workers: []bridge.WorkerStatus{{Ready: f.ready, Era: bridge.EraLegacy}}}
+	return bridge.Status{Ready: f.ready, Draining: f.draining, Workers: []bridge.WorkerStatus{{Ready: f.ready, Era: bridge.EraLegacy}}}
 }
 
 func (f *fakeBackend) Await(ctx context.Context, cond func(bridge.Status) bool) (bridge.Status, error) {

@@ -55,8 +55,10 @@ type streamed interface {
 // detach): a goroutine of its own, with a small stack, goes on with it,
 // and the handler returns.
 func (h *handlers) relay(w http.ResponseWriter, r *http.Request, c streamed, first [][]byte, send func(*sseWriter, []byte) error, end func(sse *sseWriter, resp []byte, err error) bool) {
-	h.opts.Meter.StreamOpened()
-	s := &relayed{h: h, w: w, r: r, c: c, send: send, end: end, sse: newSSE(w, h.opts.ClientTimeout)}
+	s := &relayed{h: h, w: w, r: r, c: c, send: send, end: end, sse: newSSE(w, h.opts.ClientTimeout), counted: !inBatch(w)}
+	if s.counted {
+		h.opts.Meter.StreamOpened()
+	}
 	if s.start(first) && s.pump(true) {
 		go s.detached()
 		return
@@ -74,6 +76,7 @@ type relayed struct {
 	end       func(sse *sseWriter, resp []byte, err error) bool
 	sse       *sseWriter
 	keepAlive *time.Ticker
+	counted   bool // in the streams open: not a batch's call, whose batch is counted
 }
 
 func (s *relayed) gone(err error) {
@@ -190,5 +193,7 @@ func (s *relayed) close() {
 	if s.keepAlive != nil {
 		s.keepAlive.Stop()
 	}
-	s.h.opts.Meter.StreamClosed()
+	if s.counted {
+		s.h.opts.Meter.StreamClosed()
+	}
 }

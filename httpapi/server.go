@@ -69,6 +69,7 @@ func (noMeter) StreamClosed()                             {}
 // Options configure the handlers. Zero values mean the documented defaults.
 type Options struct {
 	MaxBodyBytes    int64         // 0: 16 MiB; larger request bodies get 413
+	MaxMessageBytes int64         // 0: 64 MiB; the longest answer a child may send, and so what a batch's answers may add up to in one array
 	MaxCallDuration time.Duration // 0: 30m; the longest timeout a REST call may ask for (the bridge's own limit)
 	OpenAPI         []byte        // served at GET /openapi.yaml; nil: no such route
 	KeepAlive       time.Duration // 0: 15s; SSE comment sent on a quiet stream this often
@@ -114,6 +115,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 16 << 20
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 64 << 20
 	}
 	if o.MaxCallDuration <= 0 {
 		o.MaxCallDuration = 30 * time.Minute

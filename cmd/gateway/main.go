@@ -399,6 +399,7 @@ func newHandler(cfg Config, k keys, g guard, b *bridge.Bridge, m *metrics.Metric
 		AuthMetrics:     cfg.AuthMetrics,
 		TrustedProxies:  g.proxies,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
+		MaxMessageBytes: int64(cfg.MaxMessageBytes),
 		MaxCallDuration: cfg.CallMaxDuration,
 		OpenAPI:         contract.OpenAPI(),
 		KeepAlive:       cfg.SSEKeepAlive,
