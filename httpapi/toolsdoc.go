@@ -157,8 +157,14 @@ func (o jsonObject) get(key string) []byte {
 
 // embed is a tool's schema, to be placed at the URI fragment at, or nil
 // when it is not a schema object.
+// A schema that does not compile (a reference that resolves nowhere,
+// say) is left out, as the gateway leaves its check to the child: in the
+// document, it would make the whole of it unreadable to a generator.
 func embed(schema []byte, at string) json.RawMessage {
 	if len(schema) == 0 || schema[0] != '{' {
+		return nil
+	}
+	if _, err := compileSchema(schema); err != nil {
 		return nil
 	}
 	return rebase(schema, at)

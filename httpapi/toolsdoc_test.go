@@ -397,6 +397,9 @@ func TestToolsDocumentSchemas(t *testing.T) {
 		toolJSON("output", nArgSchema, `"outputSchema":{"type":"object","$defs":{"s":{"type":"number"}},"properties":{"sum":{"$ref":"#/$defs/s"}},"required":["sum"]}`),
 		toolJSON("bool_output", nArgSchema, `"outputSchema":true`),
 		toolJSON("html", `"description":"<b>bold</b> & more","inputSchema":{"type":"object","properties":{"x":{"type":"string","pattern":"^<a>$"}}}`),
+		// A reference that resolves nowhere: the schema is left out, not
+		// the document made unreadable.
+		toolJSON("dangling", `"inputSchema":{"type":"object","properties":{"x":{"$ref":"#/nowhere"}}}`, `"outputSchema":{"type":"object","properties":{"y":{"$ref":"#/nowhere"}}}`),
 	}
 	for i := range 1000 {
 		tools = append(tools, toolJSON(fmt.Sprintf("many_%d", i), nArgSchema))
@@ -425,6 +428,11 @@ func TestToolsDocumentSchemas(t *testing.T) {
 	c.accepts("POST", "/v1/tools/ref_as_data", `{"r":{"$ref":"#/$defs/x"}}`)
 	c.refuses("POST", "/v1/tools/ref_as_data", `{"r":{"$ref":"#/components/schemas/ref_as_data_arguments/$defs/x"}}`)
 	c.accepts("POST", "/v1/tools/html", `{"x":"<a>"}`)
+	c.accepts("POST", "/v1/tools/dangling", `{"x":1}`)
+	c.refuses("POST", "/v1/tools/dangling", `[1]`)
+	if s := doc.Components.Schemas["dangling_result"]; s != nil {
+		t.Error("an outputSchema that does not compile got a result schema")
+	}
 	c.accepts("POST", "/v1/tools/many_999", `{"n":1}`)
 	c.refuses("POST", "/v1/tools/many_999", `{"n":1.5}`)
 
