@@ -337,6 +337,11 @@ func (ch *child) toChild(ctx context.Context, line []byte, method string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ch.b.opts.CancelTimeout)
 	defer cancel()
 	if err := ch.t.WriteMessage(ctx, line); err != nil {
+		if why := ch.endErr(); why != nil {
+			// A child being stopped, or gone, takes no answer: no fault.
+			ch.log.DebugContext(ctx, "the child's service ended before its request was answered", "method", method, "why", why, "err", err)
+			return
+		}
 		ch.log.WarnContext(ctx, "could not answer the child's request", "method", method, "err", err)
 		return
 	}
