@@ -394,6 +394,13 @@ func TestInvalidAnswerFailsItsCall(t *testing.T) {
 		"no jsonrpc":       `{"id":%s,"result":{}}`,
 		"neither":          `{"jsonrpc":"2.0","id":%s}`,
 		"in a batch":       `[{"jsonrpc":"2.0","id":%s,"error":"no"}]`,
+		// Not even JSON: the id is read from the line's head, before the
+		// text goes wrong, when no method shows.
+		"NaN":                  `{"jsonrpc":"2.0","id":%s,"result":{"v":NaN}}`,
+		"trailing comma":       `{"jsonrpc":"2.0","id":%s,"result":{"g":1,}}`,
+		"error, bad":           `{"jsonrpc":"2.0","id":%s,"error":{"code":1,"message":"m",}}`,
+		"duplicated member":    `{"jsonrpc":"2.0","id":%s,"result":{},"result":{}}`,
+		"duplicated, then bad": `{"jsonrpc":"2.0","jsonrpc":"2.0","id":%s,"result":{"v":NaN}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
