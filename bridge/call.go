@@ -334,7 +334,7 @@ func (c *call) deliver(resp []byte, err error) {
 		return
 	}
 	if c.ch != nil && c.ch.log.Enabled(c.ctx, slog.LevelDebug) {
-		c.ch.log.DebugContext(c.logCtx(), "call ended", "client_id", logged(c.clientID), "method", c.method,
+		c.ch.log.DebugContext(c.logCtx(), "call ended", "client_id", logged(c.clientID), "method", clipped(c.method),
 			"dur", time.Since(c.start).Round(time.Microsecond), "err", err)
 	}
 }
@@ -371,7 +371,7 @@ func (c *call) abort(err error, reason string) {
 		// The child's side took the exchange first (it answered, or it
 		// exited and its exchanges failed), and this ending won the call
 		// all the same: there is nothing left to cancel.
-		ex.ch.log.DebugContext(c.logCtx(), "exchange over before the cancellation", "id", ex.id, "method", c.method, "client_id", logged(c.clientID))
+		ex.ch.log.DebugContext(c.logCtx(), "exchange over before the cancellation", "id", ex.id, "method", clipped(c.method), "client_id", logged(c.clientID))
 	}
 	c.b.q.dropInputs(c)
 	c.deliver(nil, err)

@@ -305,7 +305,7 @@ func (ch *child) failAll(exs []*exchange, why error) {
 			// request: which calls this child's end cost, beside the worker
 			// and pid that say which child it was.
 			named++
-			ch.log.WarnContext(ex.logCtx(), "call lost with its child", "id", ex.id, "method", ex.method, "client_id", logged(ex.clientID))
+			ch.log.WarnContext(ex.logCtx(), "call lost with its child", "id", ex.id, "method", clipped(ex.method), "client_id", logged(ex.clientID))
 		}
 		ex.fail(errUnavailable(fmt.Sprintf("%v; %s", why, again)))
 	}

@@ -74,7 +74,7 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 		err = ch.t.WriteMessage(ctx, line)
 	}
 	if ch.log.Enabled(ex.ctx, slog.LevelDebug) {
-		ch.log.DebugContext(ex.logCtx(), "to child", "id", ex.id, "method", ex.method, "client_id", logged(ex.clientID), "size", len(line), "err", err)
+		ch.log.DebugContext(ex.logCtx(), "to child", "id", ex.id, "method", clipped(ex.method), "client_id", logged(ex.clientID), "size", len(line), "err", err)
 	}
 	ex.writeDone(err)
 	switch {
@@ -199,10 +199,10 @@ func (ex *exchange) cancelNote(reason string) []byte {
 // logCancel logs how telling the child to cancel ex went.
 func (ch *child) logCancel(ex *exchange, reason string, err error) {
 	if err != nil {
-		ch.log.WarnContext(ex.logCtx(), "could not tell the child to cancel", "id", ex.id, "method", ex.method, "client_id", logged(ex.clientID), "reason", clipped(reason), "err", err)
+		ch.log.WarnContext(ex.logCtx(), "could not tell the child to cancel", "id", ex.id, "method", clipped(ex.method), "client_id", logged(ex.clientID), "reason", clipped(reason), "err", err)
 		return
 	}
-	ch.log.InfoContext(ex.logCtx(), "cancelled call", "id", ex.id, "method", ex.method, "client_id", logged(ex.clientID), "reason", clipped(reason))
+	ch.log.InfoContext(ex.logCtx(), "cancelled call", "id", ex.id, "method", clipped(ex.method), "client_id", logged(ex.clientID), "reason", clipped(reason))
 }
 
 // maxLogged bounds what a log line repeats from a client: its id, or the

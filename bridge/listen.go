@@ -140,9 +140,9 @@ func (ch *child) syncSubscription(uri string) {
 		resp, err := ch.internal(context.Background(), method, params, ch.b.opts.CancelTimeout)
 		switch {
 		case err != nil:
-			ch.log.Warn("resource subscription on the child failed", "method", method, "uri", uri, "err", err)
+			ch.log.Warn("resource subscription on the child failed", "method", method, "uri", clipped(uri), "err", err)
 		case resp.Error != nil:
-			ch.log.Warn("the child refused a resource subscription", "method", method, "uri", uri, "error", head(resp.Error))
+			ch.log.Warn("the child refused a resource subscription", "method", method, "uri", clipped(uri), "error", head(resp.Error))
 		}
 	}
 }

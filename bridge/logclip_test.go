@@ -8,15 +8,16 @@ import (
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
-// What a client sends that a log line repeats (its id, the reason it gave
-// for a cancellation) is cut: a request of many megabytes must not make a
+// What a client sends that a log line repeats (its id, its method, the
+// reason it gave for a cancellation) is cut: a request of many megabytes must not make a
 // log line as long.
 func TestLogLinesClipWhatClientsSend(t *testing.T) {
 	t.Parallel()
 	w, child, log := loggedWorld(t)
 	id := `"` + strings.Repeat("i", 100_000) + `"`
-	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"x"}}`)
-	child.expect("tools/call")
+	method := strings.Repeat("m", 100_000)
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":`+id+`,"method":"`+method+`","params":{"name":"x"}}`)
+	child.expect(method)
 	c.Cancel(strings.Repeat("r", 100_000))
 	child.expect("notifications/cancelled")
 	// Close waits for the goroutine that told the child, and logged it.

@@ -304,7 +304,7 @@ func (b *Bridge) Respond(ctx context.Context, m *jsonrpc.Message) error {
 			"this answers a question that another gateway process ("+inst+") asked, not this one ("+b.q.instance+"): "+
 				"the call waits there: a 2025 session's requests must reach one replica (for example, a proxy hashing on Mcp-Session-Id)")
 	}
-	b.log.DebugContext(ctx, "dropped an answer to no waiting question", "id", string(m.ID))
+	b.log.DebugContext(ctx, "dropped an answer to no waiting question", "id", logged(m.ID))
 	return nil
 }
 

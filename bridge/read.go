@@ -331,7 +331,7 @@ func (ch *child) oversized(e SkippedMessage, again bool) {
 	if ex := ch.take(n); ex != nil {
 		// With the request's context: the warning about the line itself
 		// could not name the request.
-		ch.log.WarnContext(ex.logCtx(), "call failed: the child's answer is over the size limit", "id", n, "method", ex.method, "client_id", logged(ex.clientID))
+		ch.log.WarnContext(ex.logCtx(), "call failed: the child's answer is over the size limit", "id", n, "method", clipped(ex.method), "client_id", logged(ex.clientID))
 		ex.fail(jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large",
 			fmt.Sprintf("the child's response exceeded the gateway's message size limit: %v", e)))
 	}

@@ -300,7 +300,7 @@ func (w *worker) call(ctx context.Context, req *mcp.Request, caller Caller, s *s
 func (w *worker) notify(ctx context.Context, n *jsonrpc.Message) error {
 	switch n.Method {
 	case mcp.NoteCancelled, mcp.NoteProgress, mcp.NoteInitialized, mcp.NoteRootsChanged:
-		w.log.Debug("absorbed a client notification", "method", n.Method)
+		w.log.Debug("absorbed a client notification", "method", clipped(n.Method))
 		return nil
 	}
 	ch, err := w.readyChild(ctx, time.Now())
