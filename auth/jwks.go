@@ -85,6 +85,7 @@ type jwks struct {
 	mu       sync.Mutex
 	inflight *flight
 	last     time.Time // when the last fetch started
+	failed   bool      // the last fetch that ended failed: the keys in force may be stale
 	jwksURL  string    // configured or discovered; "" until discovered
 }
 
@@ -124,13 +125,21 @@ func (j *jwks) refresh(ctx context.Context, force bool) error {
 	}
 	f.err = j.fetch(fetchCtx)
 	j.mu.Lock()
-	j.inflight = nil
+	j.inflight, j.failed = nil, f.err != nil
 	j.mu.Unlock()
 	close(f.done)
 	if f.err != nil {
 		j.log.Error("auth: fetching the issuer's keys failed", "issuer", j.issuer, "error", f.err)
 	}
 	return f.err
+}
+
+// stale reports whether the last fetch failed, so that a key the issuer
+// added since the keys in force were fetched cannot be known.
+func (j *jwks) stale() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.failed
 }
 
 // retryIn is how long until a token may make the keys be fetched again

@@ -174,6 +174,11 @@ func (v *verifier) key(ctx context.Context, kid, alg string) (jose.JSONWebKey, *
 	if k, ok := set.pick(kid, alg); ok {
 		return k, nil
 	}
+	if v.keys.stale() {
+		// The issuer may have added the key while it could not be
+		// reached: the token may be good, and the outage is ours.
+		return jose.JSONWebKey{}, &Error{Status: http.StatusServiceUnavailable, Description: errKeysUnavailable.Error(), Reason: "keys_unavailable", RetryAfter: v.keys.retryIn()}
+	}
 	return jose.JSONWebKey{}, invalid("unknown_key", "the token's signing key is unknown")
 }
 

@@ -260,6 +260,22 @@ func TestIssuerUnreachable(t *testing.T) {
 	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))); e == nil || e.Status != http.StatusServiceUnavailable || e.RetryAfter != 20*time.Second {
 		t.Fatalf("non-200 JWKS, 10 s later: %+v", e)
 	}
+	// A key the issuer may have added while it was down cannot be known
+	// either, after keys were fetched before: 503 until a fetch works.
+	is.set(func(is *issuer) { is.status = 0 })
+	c.Add(21 * time.Second)
+	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))); e != nil {
+		t.Fatalf("after recovery: %+v", e)
+	}
+	is.set(func(is *issuer) { is.status = http.StatusBadGateway })
+	c.Add(31 * time.Second)
+	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rotated", good(is, c))); e == nil || e.Status != http.StatusServiceUnavailable || e.Reason != "keys_unavailable" {
+		t.Fatalf("an unknown kid while the issuer is down: %+v", e)
+	}
+	if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "rsa1", good(is, c))); e != nil {
+		t.Fatalf("a known kid while the issuer is down: %+v", e)
+	}
+	c.Add(31 * time.Second)
 	// Recovers once the issuer does and the rate limit allows a new fetch.
 	is.set(func(is *issuer) { is.status = 0 })
 	c.Add(21 * time.Second)
@@ -509,8 +525,10 @@ func TestEmptyJWKSKeepsKeys(t *testing.T) {
 			}
 			is.set(func(is *issuer) { is.rawJWKS = []byte(raw) })
 			c.Add(31 * time.Second)
-			// An unknown kid makes the gateway fetch the set again.
-			if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "new", good(is, c))); e == nil || e.Reason != "unknown_key" {
+			// An unknown kid makes the gateway fetch the set again; that
+			// fetch failing, the key cannot be known: 503, not
+			// invalid_token.
+			if _, e := authErr(t, a, "Bearer "+sign(t, rsaKey, jose.RS256, "new", good(is, c))); e == nil || e.Reason != "keys_unavailable" || e.Status != http.StatusServiceUnavailable {
 				t.Fatalf("unknown kid: %+v", e)
 			}
 			if got := is.jwksHits.Load(); got != 2 {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -27,14 +27,12 @@ func batchRevisions() []string { return []string{"2025-03-26", "2024-11-05"} }
 // batchRevision is the revision a batch is sent in: the header's, else the
 // session's (a 2025-03-26 client sends no header), else none, which
 // 2025-06-18 says is to be read as 2025-03-26.
-func (h *handlers) batchRevision(r *http.Request) string {
+func batchRevision(r *http.Request, sess *session) string {
 	if v := strings.TrimSpace(r.Header.Get(mcp.HeaderProtocolVersionKey)); v != "" {
 		return v
 	}
-	if sid := r.Header.Get(mcp.HeaderSession); sid != "" {
-		if s, err := h.sessions.open(sid); err == nil {
-			return s.claims.revision
-		}
+	if sess != nil {
+		return sess.claims.revision
 	}
 	return ""
 }
@@ -48,33 +46,35 @@ func (h *handlers) batchRevision(r *http.Request) string {
 // session a new id, which the calls then carry); the calls then run at
 // once.
 func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
-	if rev := h.batchRevision(r); rev != "" && !slices.Contains(batchRevisions(), rev) {
+	// A session that does not open is the batch's 404 (the client must
+	// initialize again, whatever the batch held), and another caller's
+	// says nothing of itself, its revision included.
+	sess, ok := h.legacySession(w, r, nil)
+	if !ok {
+		return
+	}
+	if rev := batchRevision(r, sess); rev != "" && !slices.Contains(batchRevisions(), rev) {
 		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "batches are not part of MCP " + rev + ", only of 2025-03-26 and earlier; send one JSON-RPC message per POST"})
 		return
 	}
-	spans, err := jsonrpc.Elements(body)
+	spans, n, err := jsonrpc.ElementsUpTo(body, maxBatch)
 	switch {
 	case err != nil:
 		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "a batch: " + err.Error()})
 		return
-	case len(spans) == 0:
+	case n == 0:
 		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "an empty batch (JSON-RPC 2.0 needs at least one message in it)"})
 		return
-	case len(spans) > maxBatch:
+	case n > maxBatch:
 		writeError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: fmt.Sprintf("a batch of %d messages; the gateway takes at most %d in one", len(spans), maxBatch)})
+			Message: fmt.Sprintf("a batch of %d messages; the gateway takes at most %d in one", n, maxBatch)})
 		return
 	}
 	if h.b.Status().Draining {
 		// Every call in it would be refused: say so as a POST is told, so
 		// that a client or balancer retries elsewhere.
 		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.GatewayError(jsonrpc.CodeShutdown, "shutting_down", "the gateway is shutting down"))
-		return
-	}
-	if _, ok := h.legacySession(w, r, nil); !ok {
-		// A session that does not open is the batch's 404: the client
-		// must initialize again, whatever the batch held.
 		return
 	}
 	var first, calls []*batchPart
@@ -108,14 +108,19 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 			asked++
 		}
 	}
-	// Each message counts against the client's limits as a POST of its own
+	// Each request counts against the client's limits as a POST of its own
 	// would, for as long as it is served; the first rides on the batch's
 	// own POST, which the limits took already.
 	lim := &batchLimits{h: h, r: r, free: 1}
 	sid := r.Header.Get(mcp.HeaderSession)
 	for _, p := range first {
 		if p.answer == nil {
-			lim.serve(p, p.request(r, sid), lim.ride())
+			// A notification or an answer, served at once, rides on the
+			// batch's POST too: at most 64 a POST.
+			if release, ok := lim.admit(p, !p.asks || lim.ride()); ok {
+				h.mcp(p, p.request(r, sid))
+				release()
+			}
 		}
 		if s := p.header.Get(mcp.HeaderSession); s != "" {
 			sid = s
@@ -144,9 +149,16 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 	var wg sync.WaitGroup
 	for _, p := range calls {
 		p.out = out
-		rides := lim.ride()
+		// Let in or refused in the batch's order: those over the limits
+		// are the last.
+		release, ok := lim.admit(p, lim.ride())
+		if !ok {
+			out.end(p)
+			continue
+		}
 		wg.Go(func() {
-			lim.serve(p, p.request(r, sid), rides)
+			h.mcp(p, p.request(r, sid))
+			release()
 			out.end(p)
 		})
 	}
@@ -171,30 +183,30 @@ func (l *batchLimits) ride() bool {
 	return l.free >= 0
 }
 
-// serve serves a part's message within the client's limits (unless it
-// rides on the batch's POST): a message over them is answered as a POST
-// over them is (429, Retry-After), under its own id; one let in holds its
-// place among the client's open requests until it is served.
-func (l *batchLimits) serve(p *batchPart, sub *http.Request, rides bool) {
+// admit lets a part's message in within the client's limits (unless it
+// rides on the batch's POST), or answers it with the error a POST over
+// them gets, under its own id (counted in the metrics, not on the batch's
+// access line, which the parts share). One let in holds its place among
+// the client's open requests until release.
+func (l *batchLimits) admit(p *batchPart, rides bool) (release func(), ok bool) {
 	h := l.h
 	if rides || h.opts.Limiter == nil {
-		h.mcp(p, sub)
-		return
+		return func() {}, true
 	}
 	key := h.clientKey(l.r)
 	if ok, wait := h.opts.Limiter.Allow(key); !ok {
-		h.tooMany(p, l.r, key, wait, "batch_element", true)
-		p.answerUnder()
-		return
+		h.opts.Meter.Refused("rate_limited")
+		after := clientlimit.RetryAfterSeconds(wait)
+		p.refuse(http.StatusTooManyRequests, rateLimitedError(after), after)
+		return nil, false
 	}
-	release, ok := h.opts.Limiter.Open(key)
+	release, ok = h.opts.Limiter.Open(key)
 	if !ok {
-		h.tooManyOpen(p, l.r, key)
-		p.answerUnder()
-		return
+		h.opts.Meter.Refused("too_many_streams")
+		p.refuse(http.StatusTooManyRequests, tooManyOpenError(), "1")
+		return nil, false
 	}
-	defer release()
-	h.mcp(p, sub)
+	return release, true
 }
 
 // batchAccepted answers a batch with no request in it: 202 when every
@@ -241,6 +253,9 @@ func (o *batchOut) events(b []byte) error {
 // or its answer. A part that took no stream (a JSON answer, an error) is
 // one message.
 func (o *batchOut) end(p *batchPart) {
+	if !p.asks {
+		return // a notification or an answer: nothing to say, whatever came of it
+	}
 	msg := p.answer
 	if msg == nil && !p.streamed() {
 		msg = bytes.TrimSpace(p.buf.Bytes())
@@ -340,19 +355,18 @@ type batchPart struct {
 	opened bool      // its stream's first bytes went on
 }
 
-// answerUnder puts the part's message's own id on the error it was
-// answered with (the limits' errors name none).
-func (p *batchPart) answerUnder() {
-	msg, err := jsonrpc.Parse(p.raw)
-	if err != nil || msg.Kind != jsonrpc.KindRequest {
-		return // a notification's refusal stays as it is
+// refuse answers the part's message with e, under its id; a
+// notification's refusal is kept only for a batch of no requests, which
+// answers with the first (a notification is never answered).
+func (p *batchPart) refuse(status int, e *jsonrpc.Error, retryAfter string) {
+	p.status = status
+	p.header.Set("Retry-After", retryAfter)
+	if msg, err := jsonrpc.Parse(p.raw); err == nil && msg.Kind == jsonrpc.KindRequest {
+		p.answer = jsonrpc.NewErrorResponse(msg.ID, e)
+		return
 	}
-	if e := jsonrpc.Get(p.buf.Bytes(), "error"); e != nil {
-		var rpcErr jsonrpc.Error
-		if json.Unmarshal(e, &rpcErr) == nil {
-			p.answer = jsonrpc.NewErrorResponse(msg.ID, &rpcErr)
-		}
-	}
+	p.header.Set("Content-Type", "application/json")
+	p.buf.Write(jsonrpc.NewErrorResponse(nil, e))
 }
 
 // inBatch tells whether w answers one message of a batch.

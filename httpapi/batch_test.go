@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -232,6 +233,66 @@ func TestBatchIsOneStream(t *testing.T) {
 	}
 	if got := open(); got != "gateway_sse_streams_open 0" {
 		t.Errorf("after the batch: %q, want 0", got)
+	}
+}
+
+// Many calls over the client's limits at once are each refused under
+// their ids, the last ones in the batch (and nothing the parts share is
+// written without a lock, which -race checks); a notification is not
+// answered.
+func TestBatchManyOverTheLimits(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{Limiter: clientlimit.New(clientlimit.Options{MaxStreams: 1})})
+	var msgs []string
+	for i := range 8 {
+		msgs = append(msgs, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call"}`, i))
+	}
+	msgs = append(msgs, `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	go answerCalls(t, f, 1) // the call that rides on the batch's own place
+	resp := post(t, srv.URL+"/mcp", "application/json", "["+strings.Join(msgs, ",")+"]", "Accept", "application/json")
+	var refused []string
+	for _, m := range batchMessages(t, resp) {
+		if e, ok := m["error"].(map[string]any); ok && e["code"] == -32009.0 {
+			refused = append(refused, fmt.Sprint(m["id"]))
+		}
+	}
+	slices.Sort(refused)
+	if strings.Join(refused, ",") != "1,2,3,4,5,6,7" {
+		t.Errorf("refused %v; want the last 7 calls, without a place, each under its id (the first rides on the batch's POST), and no answer to the notification", refused)
+	}
+}
+
+// Another caller's session id tells a batch nothing of the session, its
+// revision included: 404, as for any request.
+func TestBatchOnAnotherCallersSession(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv, _ := guarded(t, f, Options{})
+	go func() { f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), nil) }()
+	init := post(t, srv+"/mcp", "application/json", strings.Replace(init0326, "2025-03-26", "2025-06-18", 1), bearer(ciToken)...)
+	sid := init.Header.Get("Mcp-Session-Id")
+	resp := post(t, srv+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, append(bearer(adminToken), "Mcp-Session-Id", sid)...)
+	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 404 || strings.Contains(string(body), "2025-06-18") {
+		t.Errorf("%d %s; want 404, naming no revision", resp.StatusCode, body)
+	}
+}
+
+// A batch of very many tiny elements is refused without a span kept for
+// each.
+func TestBatchOfMillionsIsCheap(t *testing.T) {
+	f := newFake()
+	srv := newServer(t, f, Options{MaxBodyBytes: 4 << 20})
+	body := "[" + strings.Repeat("0,", 1<<20) + "0]"
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	resp := post(t, srv.URL+"/mcp", "application/json", body)
+	runtime.ReadMemStats(&after)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 400 || !strings.Contains(string(b), "a batch of 1048577 messages") {
+		t.Errorf("%d %s", resp.StatusCode, b)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("refusing a 2 MiB batch allocated %d MiB", alloc>>20)
 	}
 }
 

@@ -71,8 +71,18 @@ func (h *handlers) tooManyOpen(w http.ResponseWriter, r *http.Request, key strin
 	noteRefusal(r, "refused", "too_many_streams", "limit_key", key)
 	h.opts.Meter.Refused("too_many_streams")
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "too_many_streams",
-		"this client has as many requests open as it may; close one or wait for one to finish"))
+	writeError(w, http.StatusTooManyRequests, nil, tooManyOpenError())
+}
+
+func tooManyOpenError() *jsonrpc.Error {
+	return jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "too_many_streams",
+		"this client has as many requests open as it may; close one or wait for one to finish")
+}
+
+// rateLimitedError is the error of a call over its client's rate, which
+// may be tried again in after seconds.
+func rateLimitedError(after string) *jsonrpc.Error {
+	return jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "rate_limited", "too many calls from this client; retry after "+after+"s")
 }
 
 // tooMany answers a client over its rate; more says more of why, for the
@@ -82,6 +92,5 @@ func (h *handlers) tooMany(w http.ResponseWriter, r *http.Request, key string, w
 	h.opts.Meter.Refused("rate_limited")
 	after := clientlimit.RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", after)
-	writeError(w, http.StatusTooManyRequests, nil, jsonrpc.GatewayError(jsonrpc.CodeRateLimited, "rate_limited",
-		"too many calls from this client; retry after "+after+"s"))
+	writeError(w, http.StatusTooManyRequests, nil, rateLimitedError(after))
 }

@@ -437,18 +437,29 @@ func (s *scanner) is(k keySpan, name string) bool {
 // Elements validates that b is exactly one JSON array and returns the spans
 // of its elements. A 2025-03-26 peer may send a batch this way.
 func Elements(b []byte) ([]Span, error) {
+	spans, _, err := ElementsUpTo(b, -1)
+	return spans, err
+}
+
+// ElementsUpTo is Elements that keeps the spans of the first max elements
+// only (all when max < 0), and counts them all: an array of millions of
+// tiny elements must not cost a span each when a few are wanted.
+func ElementsUpTo(b []byte, max int) (spans []Span, n int, err error) {
 	s := scanner{b: b}
 	i := s.ws(0)
 	if i >= len(b) || b[i] != '[' {
-		return nil, s.fail(i, "expected an array")
+		return nil, 0, s.fail(i, "expected an array")
 	}
-	var out []Span
-	end, err := s.array(i, 1, func(v Span) { out = append(out, v) })
+	end, err := s.array(i, 1, func(v Span) {
+		if n++; max < 0 || n <= max {
+			spans = append(spans, v)
+		}
+	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if j := s.ws(end); j != len(b) {
-		return nil, s.fail(j, "data after the top-level value")
+		return nil, 0, s.fail(j, "data after the top-level value")
 	}
-	return out, nil
+	return spans, n, nil
 }
