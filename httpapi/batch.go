@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -118,8 +120,7 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 			// A notification or an answer, served at once, rides on the
 			// batch's POST too: at most 64 a POST.
 			if release, ok := lim.admit(p, !p.asks || lim.ride()); ok {
-				h.mcp(p, p.request(r, sid))
-				release()
+				h.servePart(p, p.request(r, sid), release)
 			}
 		}
 		if s := p.header.Get(mcp.HeaderSession); s != "" {
@@ -149,23 +150,41 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 	var wg sync.WaitGroup
 	for _, p := range calls {
 		p.out = out
-		// Let in or refused in the batch's order: those over the limits
-		// are the last.
+		// Let in or refused in the batch's order.
 		release, ok := lim.admit(p, lim.ride())
 		if !ok {
 			out.end(p)
 			continue
 		}
 		wg.Go(func() {
-			h.mcp(p, p.request(r, sid))
-			release()
-			out.end(p)
+			defer out.end(p)
+			h.servePart(p, p.request(r, sid), release)
 		})
 	}
 	wg.Wait()
 	if out.sse == nil {
+		// A client that does not take the array is cut off as one that
+		// does not take a call's answer is.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
 		out.writeArray(w)
 	}
+}
+
+// servePart serves a part's message, then gives its place back. A panic
+// in a part's goroutine, which no middleware would catch, becomes the
+// part's -32603 rather than the end of the process.
+func (h *handlers) servePart(p *batchPart, sub *http.Request, release func()) {
+	defer release()
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				return // the client is gone: nothing to say
+			}
+			h.log.ErrorContext(sub.Context(), "panic serving a message of a batch", "panic", v, "stack", string(debug.Stack()))
+			p.refuse(http.StatusInternalServerError, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}, "")
+		}
+	}()
+	h.mcp(p, sub)
 }
 
 // batchLimits applies the client's limits to a batch's messages, each as
@@ -360,7 +379,9 @@ type batchPart struct {
 // answers with the first (a notification is never answered).
 func (p *batchPart) refuse(status int, e *jsonrpc.Error, retryAfter string) {
 	p.status = status
-	p.header.Set("Retry-After", retryAfter)
+	if retryAfter != "" {
+		p.header.Set("Retry-After", retryAfter)
+	}
 	if msg, err := jsonrpc.Parse(p.raw); err == nil && msg.Kind == jsonrpc.KindRequest {
 		p.answer = jsonrpc.NewErrorResponse(msg.ID, e)
 		return

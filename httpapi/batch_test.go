@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/metrics"
@@ -293,6 +295,59 @@ func TestBatchOfMillionsIsCheap(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
 		t.Errorf("refusing a 2 MiB batch allocated %d MiB", alloc>>20)
+	}
+}
+
+// A panic serving a message of a batch, on a goroutine of its own, is that
+// message's -32603, not the end of the process; and its place among the
+// client's open requests is given back.
+func TestBatchPartPanics(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	f.panics = "boom"
+	srv := newServer(t, f, Options{Logger: slog.New(slog.DiscardHandler), Limiter: clientlimit.New(clientlimit.Options{MaxStreams: 2})})
+	for range 2 {
+		resp := post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]`, "Accept", "application/json")
+		var codes []string
+		for _, m := range batchMessages(t, resp) {
+			codes = append(codes, fmt.Sprint(m["id"], ":", m["error"].(map[string]any)["code"]))
+		}
+		slices.Sort(codes)
+		if strings.Join(codes, " ") != "1:-32603 2:-32603" {
+			t.Fatalf("answers %v; want -32603 for each (and places to spare the second time)", codes)
+		}
+	}
+}
+
+// releaseSignal is a Limiter that says when a place is given back.
+type releaseSignal struct {
+	Limiter
+	released chan struct{}
+}
+
+func (l releaseSignal) Open(key string) (func(), bool) {
+	release, ok := l.Limiter.Open(key)
+	if !ok {
+		return release, ok
+	}
+	return func() { release(); l.released <- struct{}{} }, true
+}
+
+// A client that does not take a batch's array of answers is cut off at
+// the client timeout, as for a call's answer, and its place given back.
+func TestBatchArrayNobodyReads(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	lim := releaseSignal{clientlimit.New(clientlimit.Options{MaxStreams: 4}), make(chan struct{}, 4)}
+	srv := newServer(t, f, Options{ClientTimeout: 300 * time.Millisecond, Limiter: lim})
+	conn := dial(t, srv)
+	body := `[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	f.next(t).finish([]byte(`{"jsonrpc":"2.0","id":1,"result":{"text":"`+strings.Repeat("x", 32<<20)+`"}}`), nil)
+	select {
+	case <-lim.released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a batch whose array nobody reads still holds its place")
 	}
 }
 

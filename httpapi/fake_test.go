@@ -31,6 +31,7 @@ type fakeBackend struct {
 	changed  chan struct{} // closed and replaced when ready changes
 	awaiting chan struct{} // signalled when an Await is about to wait
 	callErr  error
+	panics   any // Call panics with it, when set
 	calls    chan *fakeCall
 	notified chan *jsonrpc.Message
 }
@@ -42,6 +43,9 @@ func newFake() *fakeBackend {
 func (f *fakeBackend) Call(ctx context.Context, req *mcp.Request, caller bridge.Caller) (bridge.Call, error) {
 	if f.callErr != nil {
 		return nil, f.callErr
+	}
+	if f.panics != nil {
+		panic(f.panics)
 	}
 	c := &fakeCall{req: req, caller: caller, wake: make(chan struct{}, 1), taken: make(chan struct{}, 1), ended: make(chan struct{})}
 	tok, found, _ := jsonrpc.Lookup(req.Params, "_meta", "progressToken")
