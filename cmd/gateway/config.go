@@ -42,9 +42,9 @@ type Config struct {
 	RestartDelayMin  time.Duration `split_words:"true" default:"250ms" desc:"first delay before restarting a child that exited; doubles on each quick failure"`
 	RestartDelayMax  time.Duration `split_words:"true" default:"30s" desc:"the longest delay between restarts"`
 
-	MaxMessageBytes   int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB; at least 4096); longer ones are discarded and their call fails"`
-	MaxBodyBytes      int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB); larger ones get 413"`
-	StderrLineBytes   int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry; longer lines are split"`
+	MaxMessageBytes   int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB; at least 4096, at most 1 GiB); longer ones are discarded and their call fails"`
+	MaxBodyBytes      int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB; at most 1 GiB); larger ones get 413"`
+	StderrLineBytes   int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry (at most 1 MiB); longer lines are split"`
 	StderrRate        int           `split_words:"true" default:"200" desc:"child stderr lines logged a second, per child (at most 1000000), in bursts of up to ten times as many; more are drained and counted, and a warning says how many; 0: every line"`
 	ChildWriteTimeout time.Duration `split_words:"true" default:"30s" desc:"a write to the child's stdin that makes no progress this long fails"`
 	ClientTimeout     time.Duration `split_words:"true" default:"30s" desc:"a request body must arrive within this, and a client that takes no answer bytes this long (up to an eighth more) is cut off (its call is cancelled)"`
@@ -62,7 +62,7 @@ type Config struct {
 	SessionTTL       time.Duration `split_words:"true" default:"24h" desc:"a 2025 client's session id is valid this long after initialize, on every replica; then the client gets 404 and initializes again"`
 	MaxSessions      int           `split_words:"true" default:"10000" desc:"2025 sessions one gateway holds something for at once (calls in flight, a log level); when full, the one used longest ago without a call in flight makes room; as many sessions ended by DELETE are remembered until they expire"`
 
-	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp and /v1 answer to, comma-separated (* for any); empty: localhost names on a loopback address, any otherwise"`
+	AllowedHosts   []string `split_words:"true" desc:"Host names /mcp and /v1 answer to, comma-separated, without port (* for any); empty: localhost names on a loopback address, any otherwise"`
 	AllowedOrigins []string `split_words:"true" desc:"browser Origins allowed on /mcp and /v1, comma-separated scheme://host[:port] (* for any), and answered with CORS headers; empty: localhost origins on a loopback address, same-origin otherwise, and no CORS"`
 
 	AdminAddr string `split_words:"true" desc:"when set, /metrics and /debug/pprof/ are served on this address (host:port) and not on GATEWAY_ADDR"`
@@ -83,11 +83,11 @@ type Config struct {
 	RequireAuth     bool          `split_words:"true" default:"false" desc:"refuse to start on a non-loopback address with no authentication configured (otherwise a warning)"`
 	AuthMetrics     bool          `split_words:"true" default:"false" desc:"/metrics on GATEWAY_ADDR needs credentials too"`
 
-	RateLimit           float64       `split_words:"true" default:"0" desc:"calls per client per second (a token bucket; a client is its token's name, or its address); 0: no limit"`
+	RateLimit           float64       `split_words:"true" default:"0" desc:"calls per client per second, at most 1000000 (a token bucket; a client is its token's name, or its address); 0: no limit"`
 	RateBurst           int           `split_words:"true" default:"0" desc:"calls a client may make at once before the rate applies (needs GATEWAY_RATE_LIMIT); 0: the rate rounded up"`
 	MaxStreamsPerClient int           `split_words:"true" default:"0" desc:"requests one client may have open at once on /mcp and /v1, so that one client cannot take every slot (behind a proxy, set GATEWAY_TRUSTED_PROXIES, or every client is the proxy); 0: no limit"`
 	TrustedProxies      []string      `split_words:"true" desc:"addresses or CIDRs of proxies whose X-Forwarded-For names the client, comma-separated"`
-	MaxHeaderBytes      int           `split_words:"true" default:"32768" desc:"largest request header block; larger ones get 431"`
+	MaxHeaderBytes      int           `split_words:"true" default:"32768" desc:"largest request header block (at most 64 KiB; Go's server allows 4 KiB more); larger ones get 431"`
 	HeaderTimeout       time.Duration `split_words:"true" default:"10s" desc:"a request's headers must arrive within this (streams are not affected)"`
 	IdleTimeout         time.Duration `split_words:"true" default:"2m" desc:"a keep-alive connection with no request for this long is closed (streams are not affected)"`
 
@@ -120,6 +120,9 @@ func loadConfig() (Config, error) {
 		if _, set := os.LookupEnv(name); set {
 			return cfg, fmt.Errorf("%s is no longer read; use %s", name, instead)
 		}
+	}
+	if err := decimalIntegers(); err != nil {
+		return cfg, err
 	}
 	if err := envconfig.Process(envPrefix, &cfg); err != nil {
 		return cfg, err
@@ -180,6 +183,28 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, n))
 		}
 	}
+	for name, n := range map[string]int64{
+		"GATEWAY_MAX_MESSAGE_BYTES": int64(c.MaxMessageBytes), "GATEWAY_MAX_BODY_BYTES": c.MaxBodyBytes,
+	} {
+		if n > 1<<30 {
+			// Held whole in memory; and past this the size arithmetic
+			// of a line would overflow long before memory ran out.
+			errs = append(errs, fmt.Errorf("%s must be at most 1 GiB (1073741824), not %d", name, n))
+		}
+	}
+	if c.StderrLineBytes > 1<<20 {
+		errs = append(errs, fmt.Errorf("GATEWAY_STDERR_LINE_BYTES must be at most 1 MiB (1048576; each child has a buffer of this size), not %d", c.StderrLineBytes))
+	}
+	if c.RateLimit > 1e6 {
+		errs = append(errs, fmt.Errorf("GATEWAY_RATE_LIMIT must be at most 1000000 calls per second, not %v", c.RateLimit))
+	}
+	for i, h := range c.AllowedHosts {
+		if h != "*" && (strings.Contains(h, "/") || hasPort(h)) {
+			errs = append(errs, fmt.Errorf("GATEWAY_ALLOWED_HOSTS entry %q must be a host name, without scheme, port or path (the port is not compared)", h))
+		}
+		// A Host header's [::1] is compared as ::1.
+		c.AllowedHosts[i] = strings.Trim(h, "[]")
+	}
 	if c.StderrRate < 0 || c.StderrRate > 1_000_000 {
 		errs = append(errs, fmt.Errorf("GATEWAY_STDERR_RATE must be from 0 (every line) to 1000000, not %d", c.StderrRate))
 	}
@@ -227,6 +252,35 @@ func (c *Config) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("GATEWAY_LOG_FORMAT must be text or json, not %q", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+// hasPort reports whether a host entry names a port (host:80, [::1]:80); an
+// IPv6 address alone has colons but no port.
+func hasPort(h string) bool {
+	if strings.HasPrefix(h, "[") {
+		return strings.Contains(h, "]:")
+	}
+	return strings.Count(h, ":") == 1
+}
+
+// decimalIntegers refuses an integer setting written as envconfig would
+// read in another base: 010 is 8 to it, 0x10 16, which an operator who
+// pads with zeros does not mean.
+func decimalIntegers() error {
+	var b strings.Builder
+	_ = envconfig.Usagef(envPrefix, &Config{}, io.Writer(&b), "{{range .}}{{usage_key .}} {{usage_type .}}\n{{end}}")
+	var errs []error
+	for line := range strings.Lines(b.String()) {
+		name, typ, _ := strings.Cut(strings.TrimSpace(line), " ")
+		v, set := os.LookupEnv(name)
+		if !set || !strings.Contains(typ, "Integer") {
+			continue
+		}
+		if d := strings.TrimLeft(v, "+-"); len(d) > 1 && d[0] == '0' {
+			errs = append(errs, fmt.Errorf("%s is %q: write it in decimal, without leading zeros (it would be read as octal, hexadecimal or binary)", name, v))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -92,6 +92,36 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Sizes and rates past what the gateway can hold or count, integers an
+// operator padded with zeros (read in another base), and host entries
+// with a port or a scheme stop the gateway at start.
+func TestValidateBounds(t *testing.T) {
+	for _, c := range []struct{ name, value, want string }{
+		{"GATEWAY_MAX_MESSAGE_BYTES", "9223372036854775807", "at most 1 GiB"},
+		{"GATEWAY_MAX_BODY_BYTES", "2147483648", "at most 1 GiB"},
+		{"GATEWAY_STDERR_LINE_BYTES", "4294967296", "at most 1 MiB"},
+		{"GATEWAY_RATE_LIMIT", "1e19", "at most 1000000"},
+		{"GATEWAY_WORKERS", "010", "in decimal"},
+		{"GATEWAY_MAX_IN_FLIGHT", "0x10", "in decimal"},
+		{"GATEWAY_QUEUE_SIZE", "-01", "in decimal"},
+		{"GATEWAY_ALLOWED_HOSTS", "a.example:8080", "without scheme, port or path"},
+		{"GATEWAY_ALLOWED_HOSTS", "http://a.example", "without scheme, port or path"},
+		{"GATEWAY_ALLOWED_HOSTS", "[::1]:8080", "without scheme, port or path"},
+	} {
+		t.Run(c.name+"="+c.value, func(t *testing.T) {
+			t.Setenv(c.name, c.value)
+			if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("loadConfig: %v; want it refused, saying %q", err, c.want)
+			}
+		})
+	}
+	t.Setenv("GATEWAY_ALLOWED_HOSTS", "[::1],::1,a.example")
+	t.Setenv("GATEWAY_WORKERS", "10")
+	if cfg, err := loadConfig(); err != nil || !slices.Equal(cfg.AllowedHosts, []string{"::1", "::1", "a.example"}) || cfg.Workers != 10 {
+		t.Errorf("%v %q %d; want IPv6 hosts taken as a Host header's name, and 10 workers", err, cfg.AllowedHosts, cfg.Workers)
+	}
+}
+
 // A setting that turns authentication on, set but empty (a Secret's key
 // missing, say), stops the gateway rather than leaving it open.
 func TestAuthenticationSetButEmpty(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -442,5 +443,20 @@ func TestAmbiguousRequestsNeverReachTheChild(t *testing.T) {
 		if r.Method == "tools/call" && r.Tool != "received" || r.Method == "tools/list" {
 			t.Errorf("the child got %s %s", r.Method, r.Tool)
 		}
+	}
+}
+
+// A relative child command is found in GATEWAY_CHILD_DIR, where the child
+// runs, not in the gateway's own directory.
+func TestRelativeCommandInChildDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := "#!/bin/sh\nexec " + gatewayBin + " demo\n"
+	if err := os.WriteFile(filepath.Join(dir, "child.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, []string{"GATEWAY_CHILD_DIR=" + dir}, "--", "./child.sh")
+	if r := g.WaitReady(); r.Status != "ready" {
+		t.Fatalf("not ready: %+v", r)
 	}
 }

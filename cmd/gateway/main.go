@@ -13,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -115,7 +117,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	// A program that is not there will not appear by restarting it; say so
 	// now rather than retry forever.
-	if _, err := exec.LookPath(argv[0]); err != nil {
+	program := argv[0]
+	if cfg.ChildDir != "" && strings.ContainsRune(program, filepath.Separator) && !filepath.IsAbs(program) {
+		// The child runs in GATEWAY_CHILD_DIR, where a relative path is
+		// taken from.
+		program = filepath.Join(cfg.ChildDir, program)
+	}
+	if _, err := exec.LookPath(program); err != nil {
 		return fmt.Errorf("the child command: %w", err)
 	}
 	k, err := loadKeys(cfg)
