@@ -20,18 +20,7 @@ func TestToolListPagesCopiesAndBound(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, legacy(), autoReply{initialize: true})
 	child := w.child()
-	type got struct {
-		list *ToolList
-		err  error
-	}
-	fetch := func() <-chan got {
-		ch := make(chan got, 1)
-		go func() {
-			l, err := w.b.Tools(context.Background())
-			ch <- got{l, err}
-		}()
-		return ch
-	}
+	fetch := func() <-chan fetched { return fetchTools(context.Background(), w.b) }
 
 	answer := fetch()
 	m := child.expect("tools/list")
@@ -134,23 +123,12 @@ func TestToolListChangingWithEveryAnswer(t *testing.T) {
 	w, child, _ := loggedWorld(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	type got struct {
-		list *ToolList
-		err  error
-	}
-	fetch := func() <-chan got {
-		ch := make(chan got, 1)
-		go func() {
-			l, err := w.b.Tools(ctx)
-			ch <- got{l, err}
-		}()
-		return ch
-	}
+	fetch := func() <-chan fetched { return fetchTools(ctx, w.b) }
 	answer := func(m *jsonrpc.Message, name string) {
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":%q}]}}`, m.ID, name)
 	}
 
-	want := func(answer <-chan got, name string) {
+	want := func(answer <-chan fetched, name string) {
 		t.Helper()
 		select {
 		case g := <-answer:
@@ -278,4 +256,21 @@ func TestNotUTF8IsPassedOnAndSaid(t *testing.T) {
 	if n := strings.Count(log.String(), "not valid UTF-8"); n != 1 {
 		t.Errorf("the log says %d times that a line is not UTF-8, want once:\n%s", n, log.String())
 	}
+}
+
+// fetched is what a Tools call returned.
+type fetched struct {
+	list *ToolList
+	err  error
+}
+
+// fetchTools calls Tools from a goroutine of its own; the channel gives
+// what it returned.
+func fetchTools(ctx context.Context, b *Bridge) <-chan fetched {
+	ch := make(chan fetched, 1)
+	go func() {
+		l, err := b.Tools(ctx)
+		ch <- fetched{l, err}
+	}()
+	return ch
 }
