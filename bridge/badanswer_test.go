@@ -20,6 +20,8 @@ func TestAnswerNotJSONMisattributesNothing(t *testing.T) {
 		"id twice, then":       `{"jsonrpc":"2.0","id":%s,"id":999,"result":{"v":NaN}}`,
 		"id in other case":     `{"jsonrpc":"2.0","ID":999,"id":%s,"result":{"v":NaN}}`,
 		"id after the error":   `{"jsonrpc":"2.0","result":{"v":NaN},"id":%s}`,
+		"id again after it":    `{"jsonrpc":"2.0","id":%s,"result":NaN,"id":99}`,
+		"ID after it":          `{"jsonrpc":"2.0","id":%s,"result":NaN,"ID":99}`,
 		"cut short":            `{"jsonrpc":"2.0","id":%s,"result":{"g":1}`,
 		"valid, id twice":      `{"jsonrpc":"2.0","id":%s,"id":999,"result":{}}`,
 		"valid, method twice":  `{"jsonrpc":"2.0","id":%s,"method":"a","method":"b"}`,

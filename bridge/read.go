@@ -245,7 +245,9 @@ func answerID(raw []byte) (int64, bool) {
 		return 0, false // cut short: not known to be all the child meant to write
 	case errors.As(err, &syntax):
 		id = headID(raw[:syntax.Offset])
-		if id == nil || mentions(raw, `"method"`) {
+		// Past the break nothing can be read for sure: a method, or an
+		// id again, anywhere in it leaves the line naming no call.
+		if id == nil || mentions(raw, `"method"`) || mentions(raw[syntax.Offset:], `"id"`) {
 			return 0, false
 		}
 	case err != nil || at[0].End > 0 || at[1].End == 0:

@@ -77,7 +77,7 @@ func New(workers int) *Metrics {
 		}, []string{"caller", "outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_requests_refused_total",
-			Help: "Requests refused before they were read: unauthorized (no valid credentials), rate_limited, too_many_streams.",
+			Help: "Requests refused before they reached a child: unauthorized (no valid credentials), keys_unavailable (the OAuth issuer's keys cannot be fetched), rate_limited, too_many_streams (a batch's calls refused by the limits count too).",
 		}, []string{"reason"}),
 		endings: map[bridge.Ending]prometheus.Counter{},
 		fates:   map[bridge.ProgressFate]prometheus.Counter{},
