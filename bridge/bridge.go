@@ -297,7 +297,8 @@ func (b *Bridge) Status() Status {
 	for _, w := range b.workers {
 		ready, _ := w.status()
 		ws := WorkerStatus{Ready: ready, Restarts: w.restarts.Load()}
-		if ch := w.current(); ch != nil {
+		if ch := w.current(); ch != nil && ch.endErr() == nil {
+			// A child that ended speaks no era while the next is awaited.
 			ws.Era = ch.eraNow()
 		}
 		st.Workers = append(st.Workers, ws)

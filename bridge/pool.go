@@ -62,6 +62,9 @@ func (b *Bridge) route(ctx context.Context, req *mcp.Request, caller Caller) (Ca
 	if req.Method == mcp.MethodListen {
 		return b.listen(ctx, req, caller)
 	}
+	if c, ok := b.answerHandshake(req); ok {
+		return c, nil
+	}
 	queued := time.Now()
 	w, s, err := b.acquire(ctx)
 	if err != nil {
@@ -281,6 +284,32 @@ func (b *Bridge) Notify(ctx context.Context, n *jsonrpc.Message) error {
 		return errs[0]
 	}
 	return nil
+}
+
+// answerHandshake answers initialize, and a 2026 client's discover of a
+// legacy child, from a ready child's handshake, with no slot: the gateway
+// answers them itself, and a new client must not wait behind busy workers
+// to be told what the child is. With no child ready, the call waits for
+// one as any call does.
+func (b *Bridge) answerHandshake(req *mcp.Request) (Call, bool) {
+	if req.Method != mcp.MethodInitialize && req.Method != mcp.MethodDiscover {
+		return nil, false
+	}
+	for _, w := range b.workers {
+		w.mu.Lock()
+		ch, ready := w.cur, w.readyLocked()
+		w.mu.Unlock()
+		switch {
+		case !ready:
+			continue
+		case req.Method == mcp.MethodInitialize:
+			return ch.answerInitialize(req), true
+		case ch.eraNow() == EraLegacy:
+			return answeredByGateway(req, mcp.DiscoverFromInitialize(ch.initResult)), true
+		}
+		return nil, false // a modern child answers discover itself
+	}
+	return nil, false
 }
 
 // Respond takes a client's answer to a question the gateway relayed on one

@@ -128,6 +128,34 @@ func received(c *fakeChild) []*jsonrpc.Message {
 	return ms
 }
 
+// initialize, and discover of a legacy child, are answered from the
+// child's handshake while every slot is taken: they never reach the child
+// and take no slot.
+func TestHandshakesNeedNoSlot(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, children := bubblePool(t, Options{Workers: 1, MaxInFlight: 1, QueueSize: 1, QueueTimeout: time.Second})
+		busy := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":"busy","method":"tools/call"}`)
+		children[0].expect("tools/call")
+		for _, body := range []string{
+			`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"0"}}}`,
+			`{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+		} {
+			c, err := callOn(p, context.Background(), request(t, body), Caller{})
+			if err != nil {
+				t.Fatalf("%s with every slot taken: %v", body, err)
+			}
+			if resp, err := c.wait(); err != nil || !contains(resp, `"result"`) {
+				t.Errorf("%s: %s, %v", body, resp, err)
+			}
+		}
+		if ms := received(children[0]); len(ms) != 0 {
+			t.Errorf("the child got %s", ms[0].Raw)
+		}
+		busy.Cancel("done")
+	})
+}
+
 // Beyond the cap, calls wait in the queue; beyond the queue they are
 // refused at once; a waiting call whose client leaves never reaches the
 // child; a freed slot lets the next waiting call through.

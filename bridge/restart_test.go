@@ -96,3 +96,26 @@ func TestRestartsAfterHandshakeTimeoutsBackOff(t *testing.T) {
 		}
 	})
 }
+
+// A worker whose child ended speaks no era while it waits to start the
+// next: no child is there to speak one.
+func TestEndedChildHasNoEra(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 2), auto: autoReply{initialize: true}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, RestartMin: time.Hour, RestartMax: time.Hour}))
+		defer w.b.Close(context.Background())
+		child := <-w.children
+		if err := w.b.WaitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if era := w.b.Status().Workers[0].Era; era != EraLegacy {
+			t.Fatalf("era %q while the child serves, want legacy", era)
+		}
+		child.exit()
+		synctest.Wait()
+		if st := w.b.Status().Workers[0]; st.Ready || st.Era != "" {
+			t.Errorf("worker %+v while its next child is awaited, want neither ready nor an era", st)
+		}
+	})
+}
