@@ -181,7 +181,15 @@ func (h *handlers) servePart(p *batchPart, sub *http.Request, release func()) {
 				return // the client is gone: nothing to say
 			}
 			h.log.ErrorContext(sub.Context(), "panic serving a message of a batch", "panic", v, "stack", string(debug.Stack()))
-			p.refuse(http.StatusInternalServerError, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}, "")
+			e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+			if msg, err := jsonrpc.Parse(p.raw); p.streamed() && err == nil {
+				// Its stream had begun: the error is its last event.
+				p.buf.WriteString(dataField)
+				p.buf.Write(jsonrpc.NewErrorResponse(msg.ID, e))
+				p.buf.WriteString(eventEnd)
+				return
+			}
+			p.refuse(http.StatusInternalServerError, e, "")
 		}
 	}()
 	h.mcp(p, sub)

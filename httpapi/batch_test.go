@@ -319,6 +319,26 @@ func TestBatchPartPanics(t *testing.T) {
 	}
 }
 
+// A panic once a message's stream has begun ends that stream with the
+// message's -32603, on the batch's stream.
+func TestBatchPartPanicsMidStream(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{Logger: slog.New(slog.DiscardHandler)})
+	go func() {
+		c := f.next(t)
+		c.mu.Lock()
+		c.panics = "boom"
+		c.mu.Unlock()
+		c.note(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}`)
+	}()
+	resp := post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"progressToken":"p"}}}]`, "Accept", "text/event-stream")
+	msgs := batchMessages(t, resp)
+	if len(msgs) == 0 || fmt.Sprint(msgs[len(msgs)-1]["id"]) != "7" || msgs[len(msgs)-1]["error"] == nil {
+		t.Errorf("messages %v; want the last one the call's error", msgs)
+	}
+}
+
 // releaseSignal is a Limiter that says when a place is given back.
 type releaseSignal struct {
 	Limiter

@@ -149,6 +149,7 @@ type fakeCall struct {
 	cause   error
 	wake    chan struct{}
 	taken   chan struct{} // signalled when Take hands out notes
+	panics  any           // Take panics with it, when set (under mu)
 	ended   chan struct{}
 }
 
@@ -170,6 +171,9 @@ func (c *fakeCall) ErrorCode() int {
 func (c *fakeCall) Take() ([][]byte, []byte, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.panics != nil {
+		panic(c.panics)
+	}
 	n := c.notes
 	c.notes = nil
 	if len(n) > 0 {
