@@ -175,7 +175,7 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 					id = nil // an answer is UTF-8 too
 				}
 				writeError(w, http.StatusBadRequest, id, &jsonrpc.Error{Code: jsonrpc.CodeParseError,
-					Message: fmt.Sprintf("the body is not UTF-8: its byte at offset %d is not", notUTF8At(body))})
+					Message: fmt.Sprintf("the body is not UTF-8: the byte at offset %d is no part of a UTF-8 character", notUTF8At(body))})
 				return nil, false
 			}
 			return body, true
