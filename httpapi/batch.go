@@ -80,6 +80,7 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	var first, calls []*batchPart
+	asked := 0 // the messages with an answer to send
 	for _, s := range spans {
 		p := &batchPart{raw: body[s.Start:s.End], header: http.Header{}}
 		msg, err := jsonrpc.Parse(p.raw)
@@ -103,9 +104,6 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 			// Answered at once.
 			first = append(first, p)
 		}
-	}
-	asked := len(calls)
-	for _, p := range first {
 		if p.asks {
 			asked++
 		}

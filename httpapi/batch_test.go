@@ -63,6 +63,20 @@ func batchMessages(t *testing.T, resp *http.Response) []map[string]any {
 	return out
 }
 
+// outcomes is each answer as "id:code" ("id:ok" for a result), sorted.
+func outcomes(msgs []map[string]any) []string {
+	var out []string
+	for _, m := range msgs {
+		code := "ok"
+		if e, ok := m["error"].(map[string]any); ok {
+			code = fmt.Sprint(e["code"])
+		}
+		out = append(out, fmt.Sprint(m["id"], ":", code))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // A 2025-03-26 client may batch (its revision says a server MUST take
 // one): each message is served as it would be alone, the calls at once,
 // and every request is answered under its own id, on one stream or, for a
@@ -181,15 +195,7 @@ func TestBatchArrayIsBounded(t *testing.T) {
 	srv := newServer(t, f, Options{MaxMessageBytes: 60})
 	go answerCalls(t, f, 2) // each answer is some 45 bytes
 	resp := post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]`, "Accept", "application/json")
-	var codes []string
-	for _, m := range batchMessages(t, resp) {
-		code := "ok"
-		if e, ok := m["error"].(map[string]any); ok {
-			code = fmt.Sprint(e["code"])
-		}
-		codes = append(codes, fmt.Sprint(m["id"], ":", code))
-	}
-	slices.Sort(codes)
+	codes := outcomes(batchMessages(t, resp))
 	if len(codes) != 2 || !(strings.HasSuffix(codes[0], ":ok") != strings.HasSuffix(codes[1], ":ok")) || !strings.Contains(strings.Join(codes, " "), ":-32004") {
 		t.Errorf("answers %v; want one answer and one -32004 under its id", codes)
 	}
@@ -253,14 +259,8 @@ func TestBatchManyOverTheLimits(t *testing.T) {
 	msgs = append(msgs, `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
 	go answerCalls(t, f, 1) // the call that rides on the batch's own place
 	resp := post(t, srv.URL+"/mcp", "application/json", "["+strings.Join(msgs, ",")+"]", "Accept", "application/json")
-	var refused []string
-	for _, m := range batchMessages(t, resp) {
-		if e, ok := m["error"].(map[string]any); ok && e["code"] == -32009.0 {
-			refused = append(refused, fmt.Sprint(m["id"]))
-		}
-	}
-	slices.Sort(refused)
-	if strings.Join(refused, ",") != "1,2,3,4,5,6,7" {
+	refused := strings.Join(outcomes(batchMessages(t, resp)), " ")
+	if refused != "0:ok 1:-32009 2:-32009 3:-32009 4:-32009 5:-32009 6:-32009 7:-32009" {
 		t.Errorf("refused %v; want the last 7 calls, without a place, each under its id (the first rides on the batch's POST), and no answer to the notification", refused)
 	}
 }
@@ -308,12 +308,7 @@ func TestBatchPartPanics(t *testing.T) {
 	srv := newServer(t, f, Options{Logger: slog.New(slog.DiscardHandler), Limiter: clientlimit.New(clientlimit.Options{MaxStreams: 2})})
 	for range 2 {
 		resp := post(t, srv.URL+"/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]`, "Accept", "application/json")
-		var codes []string
-		for _, m := range batchMessages(t, resp) {
-			codes = append(codes, fmt.Sprint(m["id"], ":", m["error"].(map[string]any)["code"]))
-		}
-		slices.Sort(codes)
-		if strings.Join(codes, " ") != "1:-32603 2:-32603" {
+		if codes := outcomes(batchMessages(t, resp)); strings.Join(codes, " ") != "1:-32603 2:-32603" {
 			t.Fatalf("answers %v; want -32603 for each (and places to spare the second time)", codes)
 		}
 	}
