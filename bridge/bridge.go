@@ -211,6 +211,7 @@ type Bridge struct {
 	q        *questions
 	ids      atomic.Int64 // every gateway id, across workers and restarts: never reused
 	clientID []byte       // the gateway's Implementation object toward children
+	tasks    taskHomes    // which worker's child holds each task (with several workers)
 
 	late     atomic.Uint64 // responses for calls already ended
 	unknown  atomic.Uint64 // responses for ids the bridge never sent

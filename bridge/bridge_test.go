@@ -361,26 +361,56 @@ func TestSlowConsumerProgressIsCoalesced(t *testing.T) {
 	}
 }
 
-// A client that leaves while asking about a task does not cancel anything
-// on the child: only tasks/cancel ends a task.
-func TestTaskRequestsAreNeverCancelled(t *testing.T) {
+// A client that leaves while it updates or cancels a task does not cancel
+// that request on the child: the update or the cancellation must still
+// take effect. A look at a task (tasks/get) is cancelled as any request:
+// the poll ends, the task runs on.
+func TestTaskRequestsWhenTheClientLeaves(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraModern}, autoReply{})
-	child := w.child()
-	ctx, leave := context.WithCancel(context.Background())
-	c, err := callOn(w.b, ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}`), Caller{Modern: true})
-	if err != nil {
-		t.Fatal(err)
+	for method, cancelled := range map[string]bool{"tasks/update": false, "tasks/cancel": false, "tasks/get": true} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, Options{Era: EraAuto}, autoReply{discover: "result"})
+			child := w.child()
+			ctx, leave := context.WithCancel(context.Background())
+			c, err := callOn(w.b, ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{"taskId":"t1"}}`), Caller{Modern: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := child.expect(method)
+			leave()
+			c.wait()
+			// Until the next call reaches the child, it sees the
+			// cancellation or nothing (the cancellation may go out after
+			// the call, when the pipe does not take it at once).
+			c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+			gotCancel := false
+			for {
+				m := child.next()
+				if m.Method == "tools/list" {
+					child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+					break
+				}
+				if m.Method != "notifications/cancelled" || !contains(m.Params, `"requestId":`+string(sent.ID)) {
+					t.Fatalf("child got %s", m.Raw)
+				}
+				gotCancel = true
+			}
+			c2.wait()
+			if cancelled && !gotCancel {
+				m := child.next()
+				if m.Method != "notifications/cancelled" || !contains(m.Params, `"requestId":`+string(sent.ID)) {
+					t.Fatalf("child got %s, want the cancellation of %s", m.Raw, method)
+				}
+			}
+			// Whatever else the child gets before its input closes.
+			w.b.Close(context.Background())
+			for m := range child.got {
+				gotCancel = gotCancel || (m.Method == "notifications/cancelled" && contains(m.Params, `"requestId":`+string(sent.ID)))
+			}
+			if !cancelled && gotCancel {
+				t.Errorf("the child was told to cancel %s", method)
+			}
+		})
 	}
-	child.expect("tasks/get")
-	leave()
-	c.wait()
-	// The next thing the child sees is the next call, not a cancellation.
-	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
-	if m := child.next(); m.Method != "tools/list" {
-		t.Fatalf("child got %s, want no cancellation for a tasks/get", m.Raw)
-	} else {
-		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
-	}
-	c2.wait()
 }

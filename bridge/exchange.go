@@ -135,10 +135,12 @@ func (ex *exchange) owedSince() (time.Time, bool) {
 // should go now. While the write is still in flight it records the reason
 // instead, and writeDone sends the cancellation once the request is out.
 func (ex *exchange) sentOrWanted(reason string) bool {
-	if ex.internal || ex.method == mcp.MethodInitialize || mcp.IsTaskMethod(ex.method) {
-		// The spec forbids cancelling initialize. A task is never cancelled
-		// by a client going away: a tasks/* request is only a look at one,
-		// and only tasks/cancel ends it.
+	if ex.internal || ex.method == mcp.MethodInitialize || ex.method == mcp.MethodTasksUpdate || ex.method == mcp.MethodTasksCancel {
+		// The spec forbids cancelling initialize. A task's update or
+		// cancellation must take effect though its client left before the
+		// child acknowledged it. (A look at a task, tasks/get or 2025's
+		// tasks/result, is cancelled as any request: the poll ends, not
+		// the task, which only tasks/cancel ends.)
 		return false
 	}
 	ex.mu.Lock()
@@ -228,6 +230,9 @@ func clipped(s string) string {
 // pending table, to the client side: relayed, translated, turned into
 // questions for a legacy client, or kept for a parked exchange's retry.
 func (ex *exchange) answered(m *jsonrpc.Message) {
+	if ex.method == mcp.MethodToolsCall && m.Result != nil && len(ex.ch.b.workers) > 1 {
+		ex.ch.b.tasks.record(ex.ch.w, m)
+	}
 	c := ex.owner()
 	if ex.asked.Load() {
 		// Its questions end with it; a parked exchange keeps the answer

@@ -14,7 +14,8 @@ import (
 )
 
 // Call sends a client's request to a worker: a retry to the parked call it
-// continues, a listen to the least loaded worker, anything else to the
+// continues, a request about a task to the worker whose child holds it (see
+// taskHomes), a listen to the least loaded worker, anything else to the
 // least loaded worker with a free slot, waiting in the queue if none has
 // one. It fails at once (with a *jsonrpc.Error) when the request cannot be
 // served; the returned Call ends by itself when ctx ends, with the child
@@ -59,14 +60,15 @@ func (b *Bridge) route(ctx context.Context, req *mcp.Request, caller Caller) (Ca
 	if stopping {
 		return nil, errShutdown()
 	}
+	home := b.homeOf(req)
 	if req.Method == mcp.MethodListen {
-		return b.listen(ctx, req, caller)
+		return b.listen(ctx, req, caller, home)
 	}
 	if c, ok := b.answerHandshake(req); ok {
 		return c, nil
 	}
 	queued := time.Now()
-	w, s, err := b.acquire(ctx)
+	w, s, err := b.acquire(ctx, home)
 	if err != nil {
 		return nil, err
 	}
@@ -99,34 +101,38 @@ func (s *slot) release() {
 	b.broadcastLocked()
 }
 
-// listen opens a listen on the least loaded worker. Listens take no slot of
-// a worker, since they are quiet by nature, but each holds a connection and
-// a queue of notifications, so their number is capped too.
-func (b *Bridge) listen(ctx context.Context, req *mcp.Request, caller Caller) (Call, error) {
+// listen opens a listen on home, or with none on the least loaded worker.
+// Listens take no slot of a worker, since they are quiet by nature, but
+// each holds a connection and a queue of notifications, so their number is
+// capped too.
+func (b *Bridge) listen(ctx context.Context, req *mcp.Request, caller Caller, home *worker) (Call, error) {
 	b.mu.Lock()
 	if b.listens >= b.opts.MaxListens {
 		b.mu.Unlock()
 		return nil, errOverloaded(fmt.Sprintf("%d listens are open, the most the gateway keeps; try again later", b.opts.MaxListens))
 	}
 	b.listens++
-	w := b.pickLocked(false)
+	w := home
+	if w == nil {
+		w = b.pickLocked(false)
+	}
 	b.mu.Unlock()
 	return w.call(ctx, req, caller, &slot{b: b}, time.Now())
 }
 
-// acquire takes a slot on the least loaded worker that has one, waiting in
-// the queue while none has. The queue is first come, first served: a freed
-// slot is handed to the call that has waited longest (see grantLocked),
-// which wakes that one call alone, and a call arriving meanwhile cannot
-// take it first.
-func (b *Bridge) acquire(ctx context.Context) (*worker, *slot, error) {
+// acquire takes a slot on the least loaded worker that has one (on want
+// alone, when it is not nil), waiting in the queue while none has. The
+// queue is first come, first served: a freed slot is handed to the call
+// that has waited longest and can take it (see grantLocked), which wakes
+// that one call alone, and a call arriving meanwhile cannot take it first.
+func (b *Bridge) acquire(ctx context.Context, want *worker) (*worker, *slot, error) {
 	b.mu.Lock()
 	if b.closed || b.drain {
 		b.mu.Unlock()
 		return nil, nil, errShutdown()
 	}
 	if len(b.queue) == 0 {
-		if w := b.pickLocked(true); w != nil {
+		if w := b.freeLocked(want); w != nil {
 			w.active++
 			b.mu.Unlock()
 			return w, &slot{b: b, w: w}, nil
@@ -137,8 +143,11 @@ func (b *Bridge) acquire(ctx context.Context) (*worker, *slot, error) {
 		b.mu.Unlock()
 		return nil, nil, errOverloaded(fmt.Sprintf("every worker has %d calls in flight and %d calls are waiting; try again later", b.opts.MaxInFlight, n))
 	}
-	q := &queued{ready: make(chan struct{})}
+	q := &queued{ready: make(chan struct{}), want: want}
 	b.queue = append(b.queue, q)
+	// The calls ahead of it may each be waiting for a worker of their own
+	// (see queued.want), while another has a slot this one can take.
+	b.grantLocked()
 	b.mu.Unlock()
 
 	t := time.NewTimer(b.opts.QueueTimeout)
@@ -178,26 +187,50 @@ func (b *Bridge) acquire(ctx context.Context) (*worker, *slot, error) {
 
 // A queued call waits for a slot in the queue. ready is closed when it is
 // granted one (w is then the worker whose slot it holds) or, with w nil,
-// when the bridge stops taking calls.
+// when the bridge stops taking calls. A call with want waits for a slot of
+// that worker alone.
 type queued struct {
 	ready chan struct{}
 	w     *worker
+	want  *worker
 }
 
-// grantLocked hands free slots to the calls that have waited longest.
+// grantLocked hands free slots to the calls that have waited longest. A
+// call waiting for one worker (see taskHomes) lets those behind it by
+// while that worker is full.
 func (b *Bridge) grantLocked() {
-	for len(b.queue) > 0 {
-		w := b.pickLocked(true)
+	anyFree := true // false once a call that takes any worker found none
+	for i := 0; i < len(b.queue); {
+		q := b.queue[i]
+		if q.want == nil && !anyFree {
+			i++
+			continue
+		}
+		w := b.freeLocked(q.want)
 		if w == nil {
-			return
+			if q.want == nil {
+				anyFree = false
+			}
+			i++
+			continue
 		}
 		w.active++
-		q := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
+		b.queue = slices.Delete(b.queue, i, i+1)
 		q.w = w
 		close(q.ready)
 	}
+}
+
+// freeLocked is want when it has a free slot, or with want nil the least
+// loaded worker with one; nil when there is none.
+func (b *Bridge) freeLocked(want *worker) *worker {
+	if want == nil {
+		return b.pickLocked(true)
+	}
+	if want.active < b.opts.MaxInFlight {
+		return want
+	}
+	return nil
 }
 
 // freedLocked is the channel the next broadcast closes, for a caller that

@@ -277,6 +277,13 @@ func (w *worker) call(ctx context.Context, req *mcp.Request, caller Caller, s *s
 		return answeredByGateway(req, mcp.DiscoverFromInitialize(ch.initResult)), nil
 	case req.Method == mcp.MethodListen && legacy:
 		return ch.listenLegacy(ctx, req, caller, s)
+	case caller.Modern && legacy && mcp.IsTaskMethod(req.Method):
+		// 2025-11-25's tasks are not the extension's, and are not offered
+		// to a 2026 client (see mcp.DiscoverFromInitialize); a task id of
+		// the child's, learnt elsewhere, gets no answer in the wrong shape.
+		s.release()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf(
+			"method not found: the child speaks a 2025 revision, whose tasks are not the %s extension's, and the gateway does not translate them", mcp.TasksExtension)}
 	}
 	if caller.LogLevel != "" {
 		ch.ensureLogLevel(caller.LogLevel)

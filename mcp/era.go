@@ -118,11 +118,12 @@ func ModernRequest(r *Request, c Client, set ...Member) []jsonrpc.Edit {
 	return AddMeta(r, ClientMeta(c), set...)
 }
 
-// ClientMeta is the _meta a 2026-07-28 request carries for the client c.
+// ClientMeta is the _meta a 2026-07-28 request carries for the 2025 client
+// c, whose capabilities to use tasks are left out (see withoutTasks).
 func ClientMeta(c Client) []Member {
 	m := []Member{
 		{MetaProtocolVersion, jsonrpc.Quote(Modern)},
-		{MetaClientCapabilities, orEmpty(c.Capabilities)},
+		{MetaClientCapabilities, orEmpty(withoutTasks(c.Capabilities))},
 	}
 	if c.Info != nil {
 		m = append(m, Member{MetaClientInfo, c.Info})
@@ -270,11 +271,13 @@ func InitializeFromDiscover(discover []byte, asked string, gatewayInfo []byte) [
 }
 
 // legacyCapabilities are caps as a 2025 client of the gateway is told
-// them (see legacyUnheard).
+// them: without what it would wait for in vain (see legacyUnheard), and
+// without the tasks extension (see withoutTasks).
 func legacyCapabilities(caps []byte) []byte {
 	if caps == nil {
 		return []byte("{}")
 	}
+	caps = withoutTasks(caps)
 	return jsonrpc.Splice(caps, unheard(caps)...)
 }
 
