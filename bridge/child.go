@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
@@ -46,6 +47,11 @@ type child struct {
 	// means in the log (see endedAs); guarded by mu.
 	recent     [recentEnds]endedExchange
 	recentNext int
+	// The exchanges retired without their answer that the child may still
+	// be working on, and until when one that did not fit may be (see
+	// unsettle); guarded by mu.
+	unsettled  [recentEnds]unsettledExchange
+	blindUntil time.Time
 
 	done     chan struct{} // closed when the reader has stopped and every call has ended
 	ready    bool          // handshake done; guarded by worker.mu
@@ -148,6 +154,7 @@ func (ch *child) forget(ex *exchange) {
 // is dropped. It fails when the exchange was taken already (answered,
 // failed, retired).
 func (ch *child) retire(ex *exchange) bool {
+	reached := ex.isCall() && ex.mayHaveReached() // ex.mu before ch.mu
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.pending[ex.id] != ex {
@@ -155,7 +162,57 @@ func (ch *child) retire(ex *exchange) bool {
 	}
 	ch.forget(ex)
 	ch.remember(ex, false)
+	if reached {
+		ch.unsettle(ex.id)
+	}
 	return true
+}
+
+// mayHaveReached reports whether the child may have the exchange's
+// request: written, or being written.
+func (ex *exchange) mayHaveReached() bool {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.write != notWritten
+}
+
+// unsettledExchange is an exchange retired without its answer, and when.
+type unsettledExchange struct {
+	id    int64 // 0: a free place
+	since time.Time
+}
+
+// unsettle notes that the exchange with this id was retired without its
+// answer; ch.mu is held. The child was told to cancel it, but cancellation
+// is advisory: it may still work on it, and ask a question for it, which
+// must not go to another call that happens to be the only one in flight
+// then (see question). It counts until the child answers it (see endedAs)
+// or the idle timeout passes; one that finds no place makes every question
+// ambiguous for as long.
+func (ch *child) unsettle(id int64) {
+	now := time.Now()
+	for i := range ch.unsettled {
+		if u := &ch.unsettled[i]; u.id == 0 || now.Sub(u.since) >= ch.b.opts.IdleTimeout {
+			*u = unsettledExchange{id: id, since: now}
+			return
+		}
+	}
+	ch.blindUntil = now.Add(ch.b.opts.IdleTimeout)
+}
+
+// stillRunning is how many exchanges retired without their answer the
+// child may still be working on (see unsettle), and whether more may be
+// than the child keeps.
+func (ch *child) stillRunning() (n int, more bool) {
+	now := time.Now()
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for _, u := range ch.unsettled {
+		if u.id != 0 && now.Sub(u.since) < ch.b.opts.IdleTimeout {
+			n++
+		}
+	}
+	return n, now.Before(ch.blindUntil)
 }
 
 // take is the reader taking the exchange the child answered.
@@ -189,9 +246,17 @@ func (ch *child) remember(ex *exchange, answered bool) {
 }
 
 // endedAs is how the exchange with this id ended, if it ended recently.
+// It is asked about an answer that came after its exchange ended: an
+// exchange retired without its answer has it now, and stops counting as
+// one the child may still be working on (see unsettle).
 func (ch *child) endedAs(id int64) (endedExchange, bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	for i := range ch.unsettled {
+		if ch.unsettled[i].id == id {
+			ch.unsettled[i] = unsettledExchange{}
+		}
+	}
 	for _, e := range ch.recent {
 		if e.id == id && e.ctx != nil {
 			return e, true

@@ -153,9 +153,17 @@ func (ch *child) question(m *jsonrpc.Message) {
 		return
 	}
 	ex, n := ch.onlyExchange()
+	left, more := ch.stillRunning()
 	switch {
 	case n == 0:
 		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("no call is in flight, so no client can be asked %s", m.Method))
+		return
+	case left > 0 || more:
+		// The child may ask for a call whose client left: told to cancel,
+		// it may not have stopped, and the question, which carries what
+		// that call is about, must not reach the client in flight now.
+		ch.refuseChild(m.ID, m.Method, fmt.Sprintf("%s may still be running on the child (told to cancel, it has not answered) and stdio does not say which call asks %s: "+
+			"a client is asked only while its call is the only one in flight", leftCalls(left, more), m.Method))
 		return
 	case ex == nil:
 		// Which client would see the question matters: it carries what
@@ -180,6 +188,18 @@ func (ch *child) question(m *jsonrpc.Message) {
 		r.relay.box.note(a.request(), noteAsk)
 		r.relay.resetIdle() // the wait is the client's now
 	}
+}
+
+// leftCalls says how many calls whose clients left the child may still
+// be working on.
+func leftCalls(n int, more bool) string {
+	switch {
+	case more:
+		return "more calls whose clients left (or timed out) than the gateway keeps track of"
+	case n == 1:
+		return "a call whose client left (or timed out)"
+	}
+	return strconv.Itoa(n) + " calls whose clients left (or timed out)"
 }
 
 // routing is what question does with a question.

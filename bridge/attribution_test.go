@@ -1,0 +1,184 @@
+package bridge
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
+)
+
+// drain waits for the call to end and returns every message its client
+// got, and its response.
+func drain(t *testing.T, c *call) (notes [][]byte, resp []byte) {
+	t.Helper()
+	for {
+		select {
+		case <-c.Wake():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call did not end")
+		}
+		n, r, done, _ := c.Take()
+		notes = append(notes, n...)
+		if done {
+			return notes, r
+		}
+	}
+}
+
+// refusedChild waits for the bridge's refusal of the child's request id,
+// and checks it says why.
+func refusedChild(t *testing.T, child *fakeChild, id, why string) {
+	t.Helper()
+	m := child.next()
+	if m.Kind != jsonrpc.KindResponse || string(m.ID) != id || m.Error == nil || !contains(m.Error, why) {
+		t.Fatalf("child got %s, want the refusal of %s saying %q", m.Raw, id, why)
+	}
+}
+
+// A legacy child may go on with a call whose client left, cancellation
+// being advisory, and ask its question later: the question carries that
+// call's arguments, and must not reach the client whose call is the only
+// one in flight by then. It is refused until the child answers the call it
+// was told to cancel.
+func TestQuestionOfACallWhoseClientLeftIsNotRelayed(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true})
+	child := w.child()
+
+	ctxA, leave := context.WithCancel(context.Background())
+	a, err := callOn(w.b, ctxA, request(t, `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"slow","arguments":{"secret":"A's"}}}`), legacyStreamer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqA := child.expect("tools/call")
+	leave()
+	a.Cancel("client disconnected")
+	if m := child.expect(mcp.NoteCancelled); !contains(m.Params, `"requestId":`+string(reqA.ID)) {
+		t.Fatalf("child got %s, want the cancellation of %s", m.Raw, reqA.ID)
+	}
+
+	b, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"quick"}}`), legacyStreamer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqB := child.expect("tools/call")
+	// The child, ignoring the cancellation, asks for A's call.
+	child.send(`{"jsonrpc":"2.0","id":"qa","method":"elicitation/create","params":{"message":"confirm A's secret","requestedSchema":{"type":"object","properties":{}}}}`)
+	// Whichever comes first: the child's refusal, or the question on B's
+	// stream.
+	select {
+	case <-b.Wake():
+		notes, _, _, _ := b.Take()
+		t.Fatalf("B's client got %q, the question of A's call", notes)
+	case m := <-child.got:
+		if m.Kind != jsonrpc.KindResponse || string(m.ID) != `"qa"` || m.Error == nil ||
+			!contains(m.Error, "a call whose client left (or timed out) may still be running on the child") {
+			t.Fatalf("child got %s, want the refusal of its question", m.Raw)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the question went nowhere")
+	}
+
+	// Once the child answers A's call, late, B's call is the only one the
+	// child can be working on again.
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, reqA.ID)
+	child.send(`{"jsonrpc":"2.0","id":"qb","method":"elicitation/create","params":{"message":"B's question","requestedSchema":{"type":"object","properties":{}}}}`)
+	q := nextNote(t, b)
+	if q.Method != "elicitation/create" || !contains(q.Params, "B's question") {
+		t.Fatalf("B's client got %s, want B's question", q.Raw)
+	}
+	answer, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + string(q.ID) + `,"result":{"action":"decline"}}`))
+	w.b.Respond(context.Background(), answer)
+	if m := child.next(); string(m.ID) != `"qb"` {
+		t.Fatalf("child got %s, want B's answer", m.Raw)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, reqB.ID)
+	notes, resp := drain(t, b)
+	if !contains(resp, `"id":"b"`) {
+		t.Errorf("B's call ended with %s", resp)
+	}
+	for _, n := range notes {
+		if strings.Contains(string(n), "A's") {
+			t.Errorf("B's client got A's question: %s", n)
+		}
+	}
+}
+
+// A call whose client left counts for no longer than the idle timeout: a
+// child that never answers it does not keep every later question from its
+// client.
+func TestCallWhoseClientLeftCountsForTheIdleTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}))
+		child := <-w.children
+		defer child.exit()
+		defer w.b.Close(context.Background())
+		// Read the channel itself: next's ten-second guard would fire first
+		// on the bubble's clock.
+		expect := func(method string) *jsonrpc.Message {
+			t.Helper()
+			for m := range child.got {
+				if m.Method == method {
+					return m
+				}
+			}
+			t.Fatalf("no %s for the child", method)
+			return nil
+		}
+		a, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"a","method":"tools/call"}`), legacyStreamer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect("tools/call")
+		a.Cancel("client disconnected")
+		expect(mcp.NoteCancelled)
+
+		time.Sleep(time.Minute)
+		b, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"b","method":"tools/call"}`), legacyStreamer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqB := expect("tools/call")
+		child.send(`{"jsonrpc":"2.0","id":"qb","method":"sampling/createMessage","params":{"maxTokens":5}}`)
+		synctest.Wait()
+		notes, _, _, _ := b.Take()
+		if len(notes) != 1 || !contains(notes[0], `"sampling/createMessage"`) {
+			t.Errorf("B's client got %q, want the question", notes)
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, reqB.ID)
+		b.wait()
+	})
+}
+
+// More calls whose clients left than the child keeps track of make every
+// question ambiguous until the idle timeout has passed since.
+func TestTooManyCallsWhoseClientsLeft(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true})
+	child := w.child()
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	req := child.expect("tools/call")
+	ch := w.currentChild() // serving: it has its call
+	ch.mu.Lock()
+	for i := range recentEnds + 1 {
+		ch.unsettle(int64(1_000_000 + i))
+	}
+	ch.mu.Unlock()
+	// Answering them all, late, does not bring back the one that did not fit.
+	for i := range recentEnds + 1 {
+		ch.endedAs(int64(1_000_000 + i))
+	}
+	if n, more := ch.stillRunning(); n != 0 || !more {
+		t.Fatalf("stillRunning = %d, %v; want 0, true", n, more)
+	}
+	child.send(`{"jsonrpc":"2.0","id":"q","method":"roots/list"}`)
+	refusedChild(t, child, `"q"`, "more calls whose clients left (or timed out) than the gateway keeps track of")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
+	c.wait()
+}
