@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -39,6 +40,30 @@ func refusedChild(t *testing.T, child *fakeChild, id, why string) {
 	}
 }
 
+// refusedNotAsked waits for the bridge's refusal of the child's question
+// id, which says why, and fails if the client of c hears from its call
+// first: the question went there.
+func refusedNotAsked(t *testing.T, child *fakeChild, c *call, id, why string) {
+	t.Helper()
+	for {
+		select {
+		case <-c.Wake():
+			notes, resp, _, _ := c.Take()
+			t.Fatalf("the client got %q (response %s), not the child its refusal", notes, resp)
+		case m := <-child.got:
+			if m.Method == mcp.MethodPing {
+				continue
+			}
+			if m.Kind != jsonrpc.KindResponse || string(m.ID) != id || m.Error == nil || !contains(m.Error, why) {
+				t.Fatalf("child got %s, want the refusal of %s saying %q", m.Raw, id, why)
+			}
+			return
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the child's question %s went nowhere", id)
+		}
+	}
+}
+
 // A legacy child may go on with a call whose client left, cancellation
 // being advisory, and ask its question later: the question carries that
 // call's arguments, and must not reach the client whose call is the only
@@ -68,20 +93,7 @@ func TestQuestionOfACallWhoseClientLeftIsNotRelayed(t *testing.T) {
 	reqB := child.expect("tools/call")
 	// The child, ignoring the cancellation, asks for A's call.
 	child.send(`{"jsonrpc":"2.0","id":"qa","method":"elicitation/create","params":{"message":"confirm A's secret","requestedSchema":{"type":"object","properties":{}}}}`)
-	// Whichever comes first: the child's refusal, or the question on B's
-	// stream.
-	select {
-	case <-b.Wake():
-		notes, _, _, _ := b.Take()
-		t.Fatalf("B's client got %q, the question of A's call", notes)
-	case m := <-child.got:
-		if m.Kind != jsonrpc.KindResponse || string(m.ID) != `"qa"` || m.Error == nil ||
-			!contains(m.Error, "a call whose client left (or timed out) may still be running on the child") {
-			t.Fatalf("child got %s, want the refusal of its question", m.Raw)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the question went nowhere")
-	}
+	refusedNotAsked(t, child, b, `"qa"`, "a call whose client left (or timed out) may still be running on the child")
 
 	// Once the child answers A's call, late, B's call is the only one the
 	// child can be working on again.
@@ -181,4 +193,35 @@ func TestTooManyCallsWhoseClientsLeft(t *testing.T) {
 	refusedChild(t, child, `"q"`, "more calls whose clients left (or timed out) than the gateway keeps track of")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID)
 	c.wait()
+}
+
+// A 2026-07-28 client's request other than tools/call, prompts/get and
+// resources/read cannot be answered with an InputRequiredResult: a legacy
+// child's question during one is refused, and the call goes on, whether
+// the client could answer it (it would be parked) or not (it would fail
+// with -32021).
+func TestQuestionDuringAListIsRefusedForAModernClient(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	bare := Caller{Modern: true, Capabilities: []byte(`{}`)}
+	n := 0
+	for _, caller := range []Caller{modernAsker, bare} {
+		for _, method := range []string{"resources/list", "prompts/list", "tools/list"} {
+			c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"`+method+`"}`), caller)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := child.expect(method)
+			n++
+			id := fmt.Sprintf(`"q%d"`, n)
+			child.send(`{"jsonrpc":"2.0","id":%s,"method":"elicitation/create","params":{"message":"which?","requestedSchema":{"type":"object","properties":{}}}}`, id)
+			refusedNotAsked(t, child, c, id, "the client's "+method+" request cannot be answered with input_required")
+			child.send(`{"jsonrpc":"2.0","id":%s,"result":{"items":[]}}`, req.ID)
+			resp, err := c.wait()
+			if err != nil || !contains(resp, `"items":[]`) || contains(resp, mcp.ResultInputRequired) {
+				t.Errorf("%s ended with %s, %v; want the child's result", method, resp, err)
+			}
+		}
+	}
 }

@@ -121,6 +121,17 @@ func (q *questions) abandon(ex *exchange) {
 	}
 }
 
+// mayRequireInput reports whether a request of this method may be
+// answered with an InputRequiredResult: 2026-07-28 allows it on these
+// alone.
+func mayRequireInput(method string) bool {
+	switch method {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
+		return true
+	}
+	return false
+}
+
 // targetOf is what a request names by its name field (mcp.NameField): a
 // tool, a prompt, a resource; "" for a request that names none.
 func targetOf(req *mcp.Request) string {

@@ -222,6 +222,11 @@ func (q *questions) route(ex *exchange, a *ask, capability string) routing {
 	case c == nil || !ex.ch.isPending(ex):
 		// Ended: its end has closed its questions already.
 		return routing{refuse: "the request it belongs to has ended"}
+	case caller.Modern && !mayRequireInput(ex.method):
+		// Only these results may be an InputRequiredResult: the question
+		// is refused, and the call goes on.
+		return routing{refuse: fmt.Sprintf("the client's %s request cannot be answered with input_required (2026-07-28 allows it on %s, %s and %s only), so its client cannot be asked %s",
+			ex.method, mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, a.method)}
 	}
 	st := q.open[ex]
 	if st == nil {
