@@ -190,6 +190,21 @@ func (ch *child) relayTagged(m *jsonrpc.Message) bool {
 	return true
 }
 
+// retagListenAnswer adds to edits, for a relayed listen's final response,
+// the one that puts the client's listen id in the result's
+// _meta.subscriptionId, where the child named the listen by its own id
+// (as restore puts the client's id back on the response's). Nothing else
+// of the result is touched.
+func (c *call) retagListenAnswer(m *jsonrpc.Message, edits []jsonrpc.Edit) []jsonrpc.Edit {
+	if c.method != mcp.MethodListen {
+		return edits
+	}
+	if sp, ok := mcp.ResultSubscriptionID(m); ok {
+		edits = append(edits, jsonrpc.Edit{Span: sp, New: c.clientID})
+	}
+	return edits
+}
+
 // event queues a notification for a listen's client. One that has fallen
 // MaxNotes notifications behind is not waited for: its listen ends with an
 // error, so that it listens again and refetches what it missed, rather

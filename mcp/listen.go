@@ -120,6 +120,20 @@ func ListenEnded(listenID []byte) []byte {
 	)
 }
 
+// ResultSubscriptionID is where a listen's final response names the
+// listen it ends: its result's _meta's subscriptionId, as a span of m.Raw.
+func ResultSubscriptionID(m *jsonrpc.Message) (jsonrpc.Span, bool) {
+	rs, ok := m.ResultSpan()
+	if !ok {
+		return jsonrpc.Span{}, false
+	}
+	sp, ok, err := jsonrpc.Lookup(m.Result, "_meta", MetaSubscriptionID)
+	if !ok || err != nil {
+		return jsonrpc.Span{}, false
+	}
+	return jsonrpc.Span{Start: rs.Start + sp.Start, End: rs.Start + sp.End}, true
+}
+
 // SubscriptionID is where a notification names the listen it belongs to:
 // its _meta's subscriptionId, as a span of m.Params.
 func SubscriptionID(m *jsonrpc.Message) (jsonrpc.Span, bool) {
