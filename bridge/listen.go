@@ -165,8 +165,8 @@ func (ch *child) fanOut(m *jsonrpc.Message) {
 }
 
 // relayTagged routes a modern child's notification for one of its listen
-// streams to the client of that listen, with the client's own listen id.
-// It reports false when the notification carries no subscription id.
+// streams to the client of that listen, with the client's own listen id,
+// when the listen asked for it (see relays). It reports false when the notification carries no subscription id.
 func (ch *child) relayTagged(m *jsonrpc.Message) bool {
 	sp, ok := mcp.SubscriptionID(m)
 	if !ok {
@@ -186,8 +186,31 @@ func (ch *child) relayTagged(m *jsonrpc.Message) bool {
 		ch.log.Debug("a notification for no open listen; dropped", "method", m.Method, "subscription", string(m.Params[sp.Start:sp.End]))
 		return true
 	}
+	if !c.relays(m) {
+		ch.log.Debug("a notification the listen did not ask for; dropped", "method", m.Method, "client_id", logged(c.clientID))
+		return true
+	}
 	c.event(mcp.Tagged(m, c.clientID))
 	return true
+}
+
+// relays reports whether the client of a relayed listen asked for the
+// child's notification m (see mcp.Filter.Passes): a child may send every
+// type to every listen, and the client must hear only what it asked for.
+// The filter is read from the request once, at the listen's first
+// notification; on a relayed listen, c.listen is read and set by the
+// child's reader alone (a legacy child's listen has it from the start). A
+// filter the gateway cannot read asks for none of the four types.
+func (c *call) relays(m *jsonrpc.Message) bool {
+	if c.listen == nil {
+		notifications, _ := c.req.Param(mcp.ParamNotifications)
+		f, err := mcp.ReadFilter(notifications)
+		if err != nil {
+			c.ch.log.Debug("a relayed listen's filter is unreadable; it gets no list_changed or resources/updated", "client_id", logged(c.clientID), "err", err)
+		}
+		c.listen = &f
+	}
+	return c.listen.Passes(m)
 }
 
 // retagListenAnswer adds to edits, for a relayed listen's final response,

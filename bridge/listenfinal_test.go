@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // A modern child that ends a listen with its final response names the
@@ -26,5 +27,57 @@ func TestRelayedListenEndsUnderTheClientsID(t *testing.T) {
 	want := `{"resultType":"complete","_meta":{"note":` + string(req.ID) + `,"io.modelcontextprotocol/subscriptionId":"listenA"},"extra":` + string(req.ID) + `}`
 	if string(m.ID) != `"listenA"` || string(m.Result) != want {
 		t.Errorf("the listen's final response = %s; want id \"listenA\" and result %s", resp, want)
+	}
+}
+
+// A modern child may send every notification type to every listen: the
+// client hears only the types its filter asked for, and resources/updated
+// only for the URIs it subscribed to; a type the filter does not name
+// (the tasks extension's) passes as the child sent it.
+func TestRelayedListenCarriesOnlyWhatItAskedFor(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	child := w.child()
+	a := listen(t, w, context.Background(), `"p"`, `{"promptsListChanged":true,"resourceSubscriptions":["file:///mine"]}`)
+	req := child.expect("subscriptions/listen")
+	sub := `"_meta":{"io.modelcontextprotocol/subscriptionId":` + string(req.ID) + `}`
+	for _, n := range []string{
+		`"notifications/subscriptions/acknowledged","params":{` + sub + `,"notifications":{"promptsListChanged":true}}`,
+		`"notifications/tools/list_changed","params":{` + sub + `}`,
+		`"notifications/resources/list_changed","params":{` + sub + `}`,
+		`"notifications/resources/updated","params":{` + sub + `,"uri":"file:///other"}`,
+		`"notifications/resources/updated","params":{` + sub + `,"uri":"file:///mine"}`,
+		`"notifications/prompts/list_changed","params":{` + sub + `}`,
+		`"notifications/tasks","params":{` + sub + `,"taskId":"t1","status":"working"}`,
+	} {
+		child.send(`{"jsonrpc":"2.0","method":%s}`, n)
+	}
+	tagged := `"_meta":{"io.modelcontextprotocol/subscriptionId":"p"}`
+	for _, want := range []struct{ method, params string }{
+		{"notifications/subscriptions/acknowledged", `{` + tagged + `,"notifications":{"promptsListChanged":true}}`},
+		{"notifications/resources/updated", `{` + tagged + `,"uri":"file:///mine"}`},
+		{"notifications/prompts/list_changed", `{` + tagged + `}`},
+		{"notifications/tasks", `{` + tagged + `,"taskId":"t1","status":"working"}`},
+	} {
+		if got := nextNote(t, a); got.Method != want.method || string(got.Params) != want.params {
+			t.Errorf("the client got %s; want %s with params %s", got.Raw, want.method, want.params)
+		}
+	}
+	a.Cancel("")
+	a.wait()
+}
+
+// Once a relayed listen has read its filter, judging a notification costs
+// no allocation.
+func TestRelayedListenFilterIsReadOnce(t *testing.T) {
+	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	c := &call{ch: w.currentChild(), req: request(t, `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"promptsListChanged":true}}}`)}
+	tools, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","method":"` + mcp.NoteToolsChanged + `","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":3}}}`))
+	prompts, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","method":"` + mcp.NotePromptsChanged + `","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":3}}}`))
+	if c.relays(tools) || !c.relays(prompts) {
+		t.Fatal("a listen for prompts only relays tools/list_changed, or not prompts/list_changed")
+	}
+	if n := testing.AllocsPerRun(100, func() { c.relays(tools); c.relays(prompts) }); n != 0 {
+		t.Errorf("judging a notification allocates %v times; want 0", n)
 	}
 }

@@ -102,6 +102,19 @@ func (f Filter) Wants(m *jsonrpc.Message) bool {
 	return false
 }
 
+// Passes reports whether a relayed listen with this filter may carry a
+// modern child's notification m: the four types a filter names only when
+// it asked for them (the spec forbids sending a type not asked for,
+// whatever the child does), any other type as it is (the tasks extension's
+// notifications/tasks, which the child filters on taskIds).
+func (f Filter) Passes(m *jsonrpc.Message) bool {
+	switch m.Method {
+	case NoteToolsChanged, NotePromptsChanged, NoteResourcesChanged, NoteResourceUpdated:
+		return f.Wants(m)
+	}
+	return true
+}
+
 // Acknowledged is the notification that opens a listen's stream: what the
 // listen gets, under the client's listen id.
 func Acknowledged(listenID []byte, honored Filter) []byte {
