@@ -382,7 +382,7 @@ func TestParkedCallIsAbandoned(t *testing.T) {
 // the child, carrying its requestState, and relays the final result.
 func TestModernChildAsksALegacyClient(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
 	child := w.child()
 	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_sampling"}}`), legacyStreamer)
 	if err != nil {
@@ -645,7 +645,7 @@ func TestWaitingAnswersGoWithTheirChild(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var log gatewaytest.LockedBuffer
-		w := &world{t: t, children: make(chan *fakeChild, 8), gated: true}
+		w := &world{t: t, children: make(chan *fakeChild, 8), gated: true, auto: autoReply{discover: "result"}}
 		w.b = New(w.start, strict(t, Options{Era: EraModern, RestartMin: time.Hour, RestartMax: time.Hour, Logger: slog.New(slog.NewTextHandler(&log, nil))}))
 		defer w.b.Close(context.Background())
 		child := <-w.children

@@ -85,7 +85,7 @@ func TestRequestsGatherBesideOthers(t *testing.T) {
 // written at once.
 func TestRequestsBesideAListenAreWrittenAtOnce(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
 	child := w.child()
 	ctx, leave := context.WithCancel(context.Background())
 	defer leave()
@@ -217,10 +217,10 @@ func TestCallerGoneBeforeWriteNeverReachesChild(t *testing.T) {
 func TestCancellationFollowsAWriteInFlight(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		w := &world{t: t, children: make(chan *fakeChild, 8), gated: true}
+		w := &world{t: t, children: make(chan *fakeChild, 8), gated: true, auto: autoReply{discover: "result"}}
 		w.b = New(w.start, strict(t, Options{Era: EraModern}))
 		child := <-w.children
-		synctest.Wait() // the bridge is ready (modern: no handshake)
+		synctest.Wait() // the bridge is ready (its server/discover answered)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan *call)
 		go func() {

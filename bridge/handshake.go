@@ -14,8 +14,9 @@ import (
 // which some legacy servers do with any request before initialize.
 var errExitedOnProbe = errors.New("the child exited when probed with server/discover")
 
-// handshake settles the child's era and, for a legacy child, initializes
-// it. Nothing else is sent to the child before it returns. With auto, a
+// handshake settles the child's era and learns what the child serves: a
+// legacy child's InitializeResult, a modern child's DiscoverResult. Nothing
+// else is sent to the child before it returns. With auto, a
 // verdict of legacy from an earlier child of this configuration is reused:
 // probing again would cost a legacy server the probe's wait, or its life.
 func (ch *child) handshake(ctx context.Context) error {
@@ -25,8 +26,7 @@ func (ch *child) handshake(ctx context.Context) error {
 	}
 	switch era {
 	case EraModern:
-		ch.setEra(EraModern)
-		return nil
+		return ch.discover(ctx)
 	case EraLegacy:
 		init, err := ch.startInitialize(ctx)
 		if err != nil {
@@ -36,6 +36,39 @@ func (ch *child) handshake(ctx context.Context) error {
 		return ch.finishInitialize(ctx, raw, err)
 	}
 	return ch.probe(ctx)
+}
+
+// discover is a modern child's handshake. Its DiscoverResult answers a
+// 2025 client's initialize and says whether the child announces tool list
+// changes (see watchTools). The child is known to be modern, so nothing
+// else is tried: one that refuses server/discover, or does not answer it
+// within HandshakeTimeout (the bound initialize has), fails to start.
+func (ch *child) discover(ctx context.Context) error {
+	c, err := ch.startInternal(ctx, mcp.MethodDiscover, mcp.ModernParams(ch.b.clientID, nil), ch.b.opts.HandshakeTimeout)
+	if err != nil {
+		return fmt.Errorf("ask the child's server/discover: %w", err)
+	}
+	raw, err := c.wait()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the child did not answer server/discover within %v (GATEWAY_HANDSHAKE_TIMEOUT): %w", ch.b.opts.HandshakeTimeout, err)
+	}
+	if err != nil {
+		return fmt.Errorf("ask the child's server/discover: %w", err)
+	}
+	m, err := jsonrpc.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("the child's answer to server/discover: %w", err)
+	}
+	if m.Result != nil && (len(m.Result) == 0 || m.Result[0] != '{') {
+		return fmt.Errorf("the child's DiscoverResult is not an object: %s", head(m.Result))
+	}
+	if !ch.isModernAnswer(m) {
+		// auto would take this child for a legacy one; the setting says
+		// it is not.
+		return fmt.Errorf("the child refused server/discover, though the era is set to modern: %s", head(m.Error))
+	}
+	ch.setEra(EraModern)
+	return nil
 }
 
 // probe follows the spec's stdio backward-compatibility rule: it asks

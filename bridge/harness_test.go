@@ -140,27 +140,25 @@ type fakeChild struct {
 	out    *io.PipeWriter
 	wmu    sync.Mutex
 	got    chan *jsonrpc.Message
-	gate   chan struct{} // when not nil, reading waits for it to close
+	gate   chan struct{} // when not nil, reading past the first message (the handshake's) waits for it to close
 	auto   autoReply
 	exited chan struct{}
 }
 
 // autoReply says how the fake child answers the handshake by itself.
 type autoReply struct {
-	discover    string // "result", "error", "exit" (close output), "late" (answer only after initialize) or "" (silent)
+	discover    string // "result", "error", "array" (a result that is not an object), "exit" (close output), "late" (answer only after initialize) or "" (silent)
 	initialize  bool   // answer initialize with a 2025-11-25 InitializeResult
 	listChanged bool   // a modern child that announces tool list changes
-	ignorePing  bool   // a wedged child: pings go unanswered
+	ignorePing  bool   // a wedged child: pings, and any server/discover after the first, go unanswered
 }
 
 func (c *fakeChild) readLoop(r io.Reader) {
 	defer close(c.exited)
 	defer close(c.got)
-	if c.gate != nil {
-		<-c.gate
-	}
 	br := bufio.NewReader(r)
 	var late []byte // the probe a slow child answers late
+	discovered := false
 	for {
 		line, err := br.ReadBytes('\n')
 		if err != nil {
@@ -172,6 +170,8 @@ func (c *fakeChild) readLoop(r io.Reader) {
 			return
 		}
 		switch {
+		case m.Method == "server/discover" && c.auto.ignorePing && discovered:
+			// A wedged modern child: the liveness probe goes unanswered.
 		case m.Method == "server/discover" && c.auto.discover == "exit":
 			c.got <- m
 			c.exit()
@@ -187,6 +187,8 @@ func (c *fakeChild) readLoop(r io.Reader) {
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}}}}`, m.ID)
 		case m.Method == "server/discover" && c.auto.discover == "result":
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1"}}}}`, m.ID)
+		case m.Method == "server/discover" && c.auto.discover == "array":
+			c.send(`{"jsonrpc":"2.0","id":%s,"result":[]}`, m.ID)
 		case m.Method == "server/discover" && c.auto.discover == "error":
 			c.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
 		case m.Method == "ping" && !c.auto.ignorePing:
@@ -194,7 +196,11 @@ func (c *fakeChild) readLoop(r io.Reader) {
 		case m.Method == "initialize" && c.auto.initialize:
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true},"logging":{}},"serverInfo":{"name":"fake","version":"1"},"instructions":"be nice"}}`, m.ID)
 		}
+		discovered = discovered || m.Method == "server/discover"
 		c.got <- m
+		if c.gate != nil {
+			<-c.gate // once closed, it holds nothing up
+		}
 	}
 }
 

@@ -177,7 +177,7 @@ func TestHandshakeByEra(t *testing.T) {
 		wantEra Era
 	}{
 		"legacy":                {era: EraLegacy, auto: autoReply{initialize: true}, want: []string{"initialize", "notifications/initialized"}, wantEra: EraLegacy},
-		"modern":                {era: EraModern, want: nil, wantEra: EraModern},
+		"modern":                {era: EraModern, auto: autoReply{discover: "result"}, want: []string{"server/discover"}, wantEra: EraModern},
 		"auto, modern child":    {era: EraAuto, auto: autoReply{discover: "result"}, want: []string{"server/discover"}, wantEra: EraModern},
 		"auto, refusing child":  {era: EraAuto, auto: autoReply{discover: "error", initialize: true}, want: []string{"server/discover", "initialize", "notifications/initialized"}, wantEra: EraLegacy},
 		"auto, silent on probe": {era: EraAuto, auto: autoReply{initialize: true}, want: []string{"server/discover", "initialize", "notifications/initialized"}, wantEra: EraLegacy},

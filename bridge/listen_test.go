@@ -90,7 +90,7 @@ func TestListenOnALegacyChild(t *testing.T) {
 // child ending it completes the client's.
 func TestListenOnAModernChild(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
 	child := w.child()
 	ctx, leave := context.WithCancel(context.Background())
 	a := listen(t, w, ctx, `"mine"`, `{"toolsListChanged":true}`)
@@ -156,7 +156,7 @@ func TestListensEndWhenTheChildExits(t *testing.T) {
 	for _, tc := range []struct {
 		era  Era
 		auto autoReply
-	}{{EraLegacy, autoReply{initialize: true}}, {EraModern, autoReply{}}} {
+	}{{EraLegacy, autoReply{initialize: true}}, {EraModern, autoReply{discover: "result"}}} {
 		t.Run(string(tc.era), func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, Options{Era: tc.era}, tc.auto)

@@ -167,7 +167,7 @@ func TestLogRouting(t *testing.T) {
 // what its session knows; keys it already has, and everything else, stay.
 func TestModernMetaForLegacyClients(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
 	child := w.child()
 	caller := Caller{Capabilities: json.RawMessage(`{"sampling":{}}`), ClientInfo: json.RawMessage(`{"name":"c","version":"1"}`), LogLevel: "info"}
 	tests := []struct{ in, want string }{

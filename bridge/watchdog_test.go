@@ -39,7 +39,7 @@ func TestWedgedChildIsKilled(t *testing.T) {
 		probe string
 	}{
 		{EraLegacy, autoReply{initialize: true, ignorePing: true}, "ping"},
-		{EraModern, autoReply{}, "server/discover"},
+		{EraModern, autoReply{discover: "result", ignorePing: true}, "server/discover"},
 	} {
 		t.Run(string(tc.era), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
