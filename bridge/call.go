@@ -468,6 +468,7 @@ func (c *call) restore(ex *exchange, m *jsonrpc.Message) []byte {
 	if c.caller.Modern && c.ch.eraNow() == EraLegacy {
 		edits = append(edits, mcp.ModernResponse(ex.method, m)...)
 	}
+	edits = c.retagListenAnswer(m, edits)
 	if len(edits) == 1 {
 		// The child's line is the gateway's own and used no more: a large
 		// result is not copied just to change its id (see stdio.Spare).

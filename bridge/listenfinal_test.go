@@ -14,7 +14,7 @@ import (
 // it.
 func TestRelayedListenEndsUnderTheClientsID(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
 	child := w.child()
 	a := listen(t, w, context.Background(), `"listenA"`, `{"toolsListChanged":true}`)
 	req := child.expect("subscriptions/listen")
@@ -36,7 +36,7 @@ func TestRelayedListenEndsUnderTheClientsID(t *testing.T) {
 // (the tasks extension's) passes as the child sent it.
 func TestRelayedListenCarriesOnlyWhatItAskedFor(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
 	child := w.child()
 	a := listen(t, w, context.Background(), `"p"`, `{"promptsListChanged":true,"resourceSubscriptions":["file:///mine"]}`)
 	req := child.expect("subscriptions/listen")
@@ -70,7 +70,7 @@ func TestRelayedListenCarriesOnlyWhatItAskedFor(t *testing.T) {
 // Once a relayed listen has read its filter, judging a notification costs
 // no allocation.
 func TestRelayedListenFilterIsReadOnce(t *testing.T) {
-	w := newWorld(t, Options{Era: EraModern}, autoReply{})
+	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
 	c := &call{ch: w.currentChild(), req: request(t, `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"promptsListChanged":true}}}`)}
 	tools, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","method":"` + mcp.NoteToolsChanged + `","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":3}}}`))
 	prompts, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","method":"` + mcp.NotePromptsChanged + `","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":3}}}`))
