@@ -95,7 +95,7 @@ type Era string
 const (
 	EraAuto   Era = "auto"   // probe with server/discover, fall back to initialize
 	EraLegacy Era = "legacy" // initialize + notifications/initialized (2025 revisions)
-	EraModern Era = "modern" // stateless 2026-07-28: no handshake
+	EraModern Era = "modern" // stateless 2026-07-28: server/discover, no initialize
 )
 
 // Options configure a Bridge. Zero values mean the documented defaults.
@@ -104,7 +104,7 @@ type Options struct {
 	IdleTimeout      time.Duration // 0: 5m; a call with no response and no progress for this long times out
 	MaxDuration      time.Duration // 0: 30m; no call runs longer, progress or not
 	ProbeTimeout     time.Duration // 0: 10s; how long auto waits for server/discover
-	HandshakeTimeout time.Duration // 0: 60s; how long initialize may take
+	HandshakeTimeout time.Duration // 0: 60s; how long initialize (or a modern child's server/discover) may take
 	CancelTimeout    time.Duration // 0: 5s; how long writing notifications/cancelled may take
 	RestartMin       time.Duration // 0: 250ms; first delay before restarting a child that exited
 	RestartMax       time.Duration // 0: 30s; the delay doubles up to this

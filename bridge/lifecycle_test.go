@@ -119,6 +119,39 @@ func TestChildRequestsAreAnswered(t *testing.T) {
 	}
 }
 
+// A 2026-07-28 child must not send requests, and the gateway must not
+// write responses to it: its requests go unanswered, and the call it sent
+// them during goes on to its answer.
+func TestModernChildRequestsAreNotAnswered(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
+	child := w.child()
+	c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"p"}}}`), Caller{Modern: true, CanStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"p-1","method":"ping"}`)
+	child.send(`{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}`)
+	c2 := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	next := child.next()
+	if next.Method != "tools/list" {
+		t.Fatalf("child got %s, want no answer to its requests", next.Raw)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, next.ID)
+	c2.wait()
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","content":[]}}`, m.ID)
+	if resp, err := c.wait(); err != nil || !contains(resp, `"resultType":"complete"`) {
+		t.Errorf("the call ended with %s, %v; want its answer", resp, err)
+	}
+	w.b.Close(context.Background())
+	for m := range child.got {
+		if m.Kind == jsonrpc.KindResponse || m.Method == "notifications/cancelled" {
+			t.Errorf("child got %s", m.Raw)
+		}
+	}
+}
+
 // A child that exits fails every pending call at once, readiness drops, and
 // a new child is started and handshaken; ids keep counting up.
 func TestChildExitFailsPendingAndRestarts(t *testing.T) {

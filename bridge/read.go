@@ -403,6 +403,14 @@ func (ch *child) routeProgress(m *jsonrpc.Message) ProgressFate {
 // the client when the gateway can tell whose it is (see question); anything
 // else with an error at once, so the child never waits on the gateway.
 func (ch *child) childRequest(m *jsonrpc.Message) {
+	if ch.eraNow() == EraModern {
+		// 2026-07-28 over stdio: a server "MUST NOT write JSON-RPC
+		// requests" (its questions come in an input_required result), and
+		// a client "MUST NOT write JSON-RPC responses". So the gateway
+		// does not answer, not even a ping, and the calls go on.
+		ch.warnSkipped(context.Background(), "child sent a request, which a 2026-07-28 server must not; not answered", "method", clipped(m.Method), "id", logged(m.ID))
+		return
+	}
 	if m.Method == mcp.MethodPing {
 		ch.reply(jsonrpc.NewResult(m.ID, []byte("{}")), m.Method)
 		return

@@ -38,7 +38,7 @@ type Config struct {
 	CallMaxDuration  time.Duration `split_words:"true" default:"30m" desc:"no call runs longer than this, progress or not"`
 	ProbeTimeout     time.Duration `split_words:"true" default:"10s" desc:"with era auto, how long to wait for an answer to server/discover before assuming a legacy child; also how long a liveness probe may go unanswered"`
 	WedgeTimeout     time.Duration `split_words:"true" default:"1m" desc:"with nothing read from the child for this long while calls were pending (time with none pending does not count), the child is probed (ping or server/discover) and killed and restarted if the probe goes unanswered; 0: never"`
-	HandshakeTimeout time.Duration `split_words:"true" default:"60s" desc:"how long the child may take to answer initialize"`
+	HandshakeTimeout time.Duration `split_words:"true" default:"60s" desc:"how long the child may take to answer initialize (with GATEWAY_ERA=modern, server/discover)"`
 	RestartDelayMin  time.Duration `split_words:"true" default:"250ms" desc:"first delay before restarting a child that exited; doubles on each quick failure"`
 	RestartDelayMax  time.Duration `split_words:"true" default:"30s" desc:"the longest delay between restarts"`
 
