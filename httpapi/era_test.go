@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stdiomcp/gateway/bridge"
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
 )
@@ -219,21 +221,23 @@ func TestParamHeadersWithoutTheList(t *testing.T) {
 		status int
 		code   int
 		says   string
+		warns  bool // a warning about the list: not for a child away, which any call is told
 	}{
 		{"no child", jsonrpc.GatewayError(jsonrpc.CodeUnavailable, "child_unavailable", "the child is not serving (it stopped); it is being restarted"),
-			503, jsonrpc.CodeUnavailable, `"the child is not serving (it stopped); it is being restarted"`},
+			503, jsonrpc.CodeUnavailable, `"the child is not serving (it stopped); it is being restarted"`, false},
 		{"stopping", jsonrpc.GatewayError(jsonrpc.CodeShutdown, "shutting_down", "the gateway is shutting down"),
-			503, jsonrpc.CodeShutdown, `"message":"the gateway is shutting down"`},
+			503, jsonrpc.CodeShutdown, `"message":"the gateway is shutting down"`, false},
 		{"too large", fmt.Errorf("tools/list: %w", jsonrpc.GatewayError(jsonrpc.CodeTooLarge, "too_large", "the child's response (7843 bytes) exceeded the gateway's message size limit")),
-			502, jsonrpc.CodeTooLarge, "the Mcp-Param headers cannot be checked: the child's response (7843 bytes)"},
+			502, jsonrpc.CodeTooLarge, "the Mcp-Param headers cannot be checked: the child's response (7843 bytes)", true},
 		{"the child's error", &bridge.ListError{Method: "tools/list", Raw: []byte(`{"code":-32601,"message":"no tools"}`)},
-			503, jsonrpc.CodeUnavailable, "the Mcp-Param headers cannot be checked: tools/list"},
+			503, jsonrpc.CodeUnavailable, "the Mcp-Param headers cannot be checked: tools/list", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFake()
 			f.paramErr = tt.err
-			srv := newServer(t, f, Options{})
+			var log gatewaytest.LockedBuffer
+			srv := newServer(t, f, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo",`+modernMeta+`}}`,
 				modernHeaders("tools/call", "Mcp-Name", "echo")...)
 			body, _ := io.ReadAll(resp.Body)
@@ -246,6 +250,9 @@ func TestParamHeadersWithoutTheList(t *testing.T) {
 			json.Unmarshal(body, &m)
 			if resp.StatusCode != tt.status || m.Error.Code != tt.code || !strings.Contains(string(body), tt.says) {
 				t.Errorf("status %d: %s; want %d, code %d, saying %s", resp.StatusCode, body, tt.status, tt.code, tt.says)
+			}
+			if warned := strings.Contains(log.String(), "cannot check Mcp-Param headers"); warned != tt.warns {
+				t.Errorf("warned %v, want %v: %s", warned, tt.warns, log.String())
 			}
 		})
 	}

@@ -23,13 +23,16 @@ func (h *handlers) checkParamHeaders(r *http.Request, req *mcp.Request) *rpcFail
 	if err != nil {
 		// Unchecked headers may have routed the request somewhere its body
 		// does not go: without the list, the call is refused.
-		h.log.WarnContext(r.Context(), "cannot check Mcp-Param headers: the tool list is unavailable", "tool", tool, "err", err)
 		var e *jsonrpc.Error
-		switch {
-		case errors.As(err, &e) && (e.Code == jsonrpc.CodeUnavailable || e.Code == jsonrpc.CodeShutdown):
+		if errors.As(err, &e) && (e.Code == jsonrpc.CodeUnavailable || e.Code == jsonrpc.CodeShutdown) {
 			// No child serving, or the gateway stopping: the call is told
-			// so as any call is, in the words REST uses too.
+			// so as any call is, in the words REST uses too, and nothing
+			// is logged beyond what any refused call logs (a restart
+			// would otherwise log a warning for every call meanwhile).
 			return &rpcFailure{statusFor(e.Code), e}
+		}
+		h.log.WarnContext(r.Context(), "cannot check Mcp-Param headers: the tool list is unavailable", "tool", clip(tool), "err", err)
+		switch {
 		case errors.As(err, &e) && e.Code != jsonrpc.CodeInternalError:
 			// The gateway's reason (an answer over the size limit, a
 			// timeout, a shutdown) and its status: a list over the limit
