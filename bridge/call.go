@@ -82,7 +82,7 @@ type call struct {
 	params   []byte // the gateway's own request's params
 	token    []byte // the client's progress token; nil if it asked for none
 	caller   Caller
-	listen   *mcp.Filter // what a listen on a legacy child delivers
+	listen   *mcp.Filter // what a listen delivers: its filter (on a legacy child, what the child honors of it)
 	start    time.Time
 	idleFor  time.Duration // 0: no idle limit
 	maxFor   time.Duration // 0: no limit on the whole call

@@ -197,20 +197,9 @@ func (ch *child) relayTagged(m *jsonrpc.Message) bool {
 // relays reports whether the client of a relayed listen asked for the
 // child's notification m (see mcp.Filter.Passes): a child may send every
 // type to every listen, and the client must hear only what it asked for.
-// The filter is read from the request once, at the listen's first
-// notification; on a relayed listen, c.listen is read and set by the
-// child's reader alone (a legacy child's listen has it from the start). A
-// filter the gateway cannot read asks for none of the four types.
+// The filter was read when the listen was made (see worker.call).
 func (c *call) relays(m *jsonrpc.Message) bool {
-	if c.listen == nil {
-		notifications, _ := c.req.Param(mcp.ParamNotifications)
-		f, err := mcp.ReadFilter(notifications)
-		if err != nil {
-			c.ch.log.Debug("a relayed listen's filter is unreadable; it gets no list_changed or resources/updated", "client_id", logged(c.clientID), "err", err)
-		}
-		c.listen = &f
-	}
-	return c.listen.Passes(m)
+	return c.listen == nil || c.listen.Passes(m)
 }
 
 // retagListenAnswer adds to edits, for a relayed listen's final response,

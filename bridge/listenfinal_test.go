@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
@@ -67,11 +68,14 @@ func TestRelayedListenCarriesOnlyWhatItAskedFor(t *testing.T) {
 	a.wait()
 }
 
-// Once a relayed listen has read its filter, judging a notification costs
-// no allocation.
-func TestRelayedListenFilterIsReadOnce(t *testing.T) {
-	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
-	c := &call{ch: w.currentChild(), req: request(t, `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"promptsListChanged":true}}}`)}
+// Judging a notification against a relayed listen's filter, read when the
+// listen was made, costs no allocation.
+func TestRelayedListenFilterCostsNothing(t *testing.T) {
+	f, err := mcp.ReadFilter([]byte(`{"promptsListChanged":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &call{listen: &f}
 	tools, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","method":"` + mcp.NoteToolsChanged + `","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":3}}}`))
 	prompts, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","method":"` + mcp.NotePromptsChanged + `","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":3}}}`))
 	if c.relays(tools) || !c.relays(prompts) {
@@ -80,4 +84,23 @@ func TestRelayedListenFilterIsReadOnce(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { c.relays(tools); c.relays(prompts) }); n != 0 {
 		t.Errorf("judging a notification allocates %v times; want 0", n)
 	}
+}
+
+// A listen whose filter a child could read otherwise than the gateway is
+// refused before it reaches a 2026 child, as it is for a 2025 one.
+func TestRelayedListenWithAnUnreadableFilterIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraModern}, autoReply{discover: "result"})
+	child := w.child()
+	for _, notes := range []string{`{"toolsListChanged":"yes"}`, `{"resourceSubscriptions":"file:///a"}`, `[]`} {
+		_, err := w.b.Call(context.Background(), request(t, `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":`+notes+`}}`), Caller{Modern: true})
+		if e, ok := errors.AsType[*jsonrpc.Error](err); !ok || e.Code != jsonrpc.CodeInvalidParams {
+			t.Errorf("listen with %s: %v, want invalid params", notes, err)
+		}
+	}
+	// None reached the child: the next thing it sees is the next call.
+	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	m := child.expect("tools/list")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, m.ID)
+	c.wait()
 }

@@ -289,7 +289,19 @@ func (w *worker) call(ctx context.Context, req *mcp.Request, caller Caller, s *s
 		ch.ensureLogLevel(caller.LogLevel)
 	}
 	spec := callSpec{req: req, caller: caller, slot: s}
-	if req.Method != mcp.MethodListen { // a listen lasts as long as its client wants it
+	if req.Method == mcp.MethodListen {
+		// A listen lasts as long as its client wants it. Its filter is
+		// read once, here: one the child could read otherwise than the
+		// gateway is refused (as for a legacy child), and what the filter
+		// did not ask for is dropped on the way (see relays).
+		notifications, _ := req.Param(mcp.ParamNotifications)
+		f, err := mcp.ReadFilter(notifications)
+		if err != nil {
+			s.release()
+			return nil, err
+		}
+		spec.listen = &f
+	} else {
 		spec.idle, spec.max = w.b.opts.IdleTimeout, w.b.opts.MaxDuration
 	}
 	c := ch.newCall(ctx, spec)
