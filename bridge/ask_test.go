@@ -645,8 +645,9 @@ func TestWaitingAnswersGoWithTheirChild(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var log gatewaytest.LockedBuffer
-		w := &world{t: t, children: make(chan *fakeChild, 8), gated: true, auto: autoReply{discover: "result"}}
-		w.b = New(w.start, strict(t, Options{Era: EraModern, RestartMin: time.Hour, RestartMax: time.Hour, Logger: slog.New(slog.NewTextHandler(&log, nil))}))
+		// A 2025 child: a 2026 one's requests are not answered at all.
+		w := &world{t: t, children: make(chan *fakeChild, 8), gated: true, auto: autoReply{initialize: true}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, RestartMin: time.Hour, RestartMax: time.Hour, Logger: slog.New(slog.NewTextHandler(&log, nil))}))
 		defer w.b.Close(context.Background())
 		child := <-w.children
 		defer close(child.gate)
