@@ -24,6 +24,7 @@ type audited struct {
 	code     int           // the JSON-RPC error code of the answer, 0 for a result
 	gateway  bool          // the gateway made that error, not the child
 	answered bool          // the whole answer reached the connection before the client left
+	cut      bool          // a write or flush of the answer failed: not all of it reached the connection
 	r        *http.Request // whose context ends when the client goes
 }
 
@@ -44,7 +45,22 @@ func (a *audited) Write(b []byte) (int, error) {
 	}
 	n, err := a.ResponseWriter.Write(b)
 	a.bytes += int64(n)
+	if err != nil {
+		a.cut = true
+	}
 	return n, err
+}
+
+// FlushError is the flush http.ResponseController makes through the
+// wrapper. A failed one, as a failed write, is an answer cut off: the
+// request's context may not say so yet when the call is audited (under
+// package detach it ends on a goroutine of its own once net/http's has).
+func (a *audited) FlushError() error {
+	err := http.NewResponseController(a.ResponseWriter).Flush()
+	if err != nil {
+		a.cut = true
+	}
+	return err
 }
 
 // Unwrap lets http.ResponseController reach the connection (deadlines,
@@ -132,8 +148,10 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 		}
 	case a.code != 0:
 		outcome = "error"
-	case r.Context().Err() != nil && !a.answered:
-		outcome = "client_gone" // it left before its whole answer reached the connection
+	case a.cut || r.Context().Err() != nil && !a.answered:
+		// It left, or was cut off (GATEWAY_CLIENT_TIMEOUT), before its
+		// whole answer reached the connection.
+		outcome = "client_gone"
 	}
 	h.opts.Meter.CallAudited(callerOf(r.Context()).label(), outcome)
 	markAudited(a.ResponseWriter)
