@@ -340,6 +340,10 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 			status = childErrorStatus(c.ErrorCode())
 		}
 		childError(w, c.ErrorCode())
+		if status == http.StatusOK && streamOnly(r, caller) {
+			writeOneEvent(w, h.opts.ClientTimeout, resp)
+			return
+		}
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
 		writeJSON(w, status, resp)
 		return
@@ -405,6 +409,15 @@ func writeError(w http.ResponseWriter, status int, id []byte, e *jsonrpc.Error) 
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, jsonrpc.NewErrorResponse(id, e))
+}
+
+// streamOnly reports whether the client takes an answer as a stream and
+// not as JSON (Accept: text/event-stream alone). Both eras say a client
+// lists both types; one that names only the stream is taken at its word
+// rather than sent a media type it refused. Asked once an answer is ready,
+// of clients that take a stream, it allocates nothing.
+func streamOnly(r *http.Request, caller bridge.Caller) bool {
+	return caller.CanStream && !accepts(r.Header.Get("Accept"), "application/json")
 }
 
 // isRequest tells a question for the client from a notification.

@@ -44,6 +44,16 @@ func (s *sseWriter) open() error {
 	return s.flush()
 }
 
+// writeOneEvent answers with a stream of one event, msg: a call's answer
+// to a client that takes no JSON (see streamOnly).
+func writeOneEvent(w http.ResponseWriter, timeout time.Duration, msg []byte) {
+	s := newSSE(w, timeout)
+	there := present(w)
+	if s.open() == nil && s.event(msg) == nil && s.flush() == nil {
+		markAnswered(w, there)
+	}
+}
+
 // event writes one JSON-RPC message as the data of one event. The message is
 // a single line (stdio framing guarantees it), so it needs one data field.
 // It goes out in three writes rather than being copied into one buffer: a
