@@ -120,14 +120,14 @@ func TestQuestionOfACallWhoseClientLeftIsNotRelayed(t *testing.T) {
 	}
 }
 
-// A call whose client left counts for no longer than the idle timeout: a
-// child that never answers it does not keep every later question from its
-// client.
-func TestCallWhoseClientLeftCountsForTheIdleTimeout(t *testing.T) {
+// A call whose client left counts for no longer than unsettledFor, however
+// long the idle timeout: a child that honours the cancellation never
+// answers it, and must not keep every later question from its client.
+func TestCallWhoseClientLeftCountsForAWhile(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
-		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}))
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Hour}))
 		child := <-w.children
 		defer child.exit()
 		defer w.b.Close(context.Background())
@@ -151,7 +151,7 @@ func TestCallWhoseClientLeftCountsForTheIdleTimeout(t *testing.T) {
 		a.Cancel("client disconnected")
 		expect(mcp.NoteCancelled)
 
-		time.Sleep(time.Minute)
+		time.Sleep(unsettledFor)
 		b, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"b","method":"tools/call"}`), legacyStreamer)
 		if err != nil {
 			t.Fatal(err)
@@ -224,4 +224,35 @@ func TestQuestionDuringAListIsRefusedForAModernClient(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A call whose request never reached the child (its client left first)
+// is nothing the child can ask about: the questions of the next call go to
+// its client.
+func TestCallThatNeverReachedTheChildDoesNotCount(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true})
+	child := w.child()
+	ch := w.currentChild()
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	c := ch.newCall(gone, callSpec{req: request(t, `{"jsonrpc":"2.0","id":"a","method":"tools/call"}`), caller: legacyStreamer})
+	c.Cancel("client disconnected")
+	if err := ch.start(gone, c, nil); err == nil {
+		t.Fatal("a call that ended first was started")
+	}
+	if n, more := ch.stillRunning(); n != 0 || more {
+		t.Fatalf("stillRunning = %d, %v; want 0, false", n, more)
+	}
+	b, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"b","method":"tools/call"}`), legacyStreamer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqB := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"qb","method":"sampling/createMessage","params":{"maxTokens":5}}`)
+	if q := nextNote(t, b); q.Method != "sampling/createMessage" {
+		t.Errorf("B's client got %s, want the question", q.Raw)
+	}
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, reqB.ID)
+	b.wait()
 }

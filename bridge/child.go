@@ -182,22 +182,40 @@ type unsettledExchange struct {
 	since time.Time
 }
 
+// unsettledFor bounds how long an exchange retired without its answer
+// counts for the child's questions (see unsettle): a child that honours
+// the cancellation sends no answer at all (the spec says a receiver
+// SHOULD NOT), and questions must not stay refused for a whole idle
+// timeout after every client that leaves. What it covers is a child that
+// was about to ask when the cancellation came, or is slow to notice it.
+const unsettledFor = 30 * time.Second
+
+// unsettledSpan is unsettledFor, or the idle timeout when that is shorter
+// (the call would have timed out by then).
+func (ch *child) unsettledSpan() time.Duration {
+	if d := ch.b.opts.IdleTimeout; d > 0 && d < unsettledFor {
+		return d
+	}
+	return unsettledFor
+}
+
 // unsettle notes that the exchange with this id was retired without its
 // answer; ch.mu is held. The child was told to cancel it, but cancellation
 // is advisory: it may still work on it, and ask a question for it, which
 // must not go to another call that happens to be the only one in flight
 // then (see question). It counts until the child answers it (see endedAs)
-// or the idle timeout passes; one that finds no place makes every question
+// or unsettledSpan passes; one that finds no place makes every question
 // ambiguous for as long.
 func (ch *child) unsettle(id int64) {
 	now := time.Now()
+	span := ch.unsettledSpan()
 	for i := range ch.unsettled {
-		if u := &ch.unsettled[i]; u.id == 0 || now.Sub(u.since) >= ch.b.opts.IdleTimeout {
+		if u := &ch.unsettled[i]; u.id == 0 || now.Sub(u.since) >= span {
 			*u = unsettledExchange{id: id, since: now}
 			return
 		}
 	}
-	ch.blindUntil = now.Add(ch.b.opts.IdleTimeout)
+	ch.blindUntil = now.Add(span)
 }
 
 // stillRunning is how many exchanges retired without their answer the
@@ -205,10 +223,11 @@ func (ch *child) unsettle(id int64) {
 // than the child keeps.
 func (ch *child) stillRunning() (n int, more bool) {
 	now := time.Now()
+	span := ch.unsettledSpan()
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	for _, u := range ch.unsettled {
-		if u.id != 0 && now.Sub(u.since) < ch.b.opts.IdleTimeout {
+		if u.id != 0 && now.Sub(u.since) < span {
 			n++
 		}
 	}

@@ -64,7 +64,11 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 	}
 	if !c.attach(ex) {
 		// The call ended before its request went out (its client left):
-		// nothing was written, so there is nothing to cancel.
+		// nothing was written, so there is nothing to cancel, and nothing
+		// the child may still be working on (see unsettle).
+		ex.mu.Lock()
+		ex.write = notWritten
+		ex.mu.Unlock()
 		ch.retire(ex)
 		return c.endedBefore(ctx)
 	}

@@ -62,11 +62,14 @@ func (ch *child) discover(ctx context.Context) error {
 	if m.Result != nil && (len(m.Result) == 0 || m.Result[0] != '{') {
 		return fmt.Errorf("the child's DiscoverResult is not an object: %s", head(m.Result))
 	}
-	if !ch.isModernAnswer(m) {
-		// auto would take this child for a legacy one; the setting says
-		// it is not.
+	if m.Result == nil {
+		// auto would take this child for a legacy one, or (for -32022)
+		// for a modern one of another revision, with nothing to answer a
+		// 2025 client's initialize from; the setting says it speaks
+		// this one.
 		return fmt.Errorf("the child refused server/discover, though the era is set to modern: %s", head(m.Error))
 	}
+	ch.isModernAnswer(m)
 	ch.setEra(EraModern)
 	return nil
 }

@@ -147,7 +147,7 @@ type fakeChild struct {
 
 // autoReply says how the fake child answers the handshake by itself.
 type autoReply struct {
-	discover    string // "result", "error", "array" (a result that is not an object), "exit" (close output), "late" (answer only after initialize) or "" (silent)
+	discover    string // "result", "error", "unsupported" (-32022), "array" (a result that is not an object), "exit" (close output), "late" (answer only after initialize) or "" (silent)
 	initialize  bool   // answer initialize with a 2025-11-25 InitializeResult
 	listChanged bool   // a modern child that announces tool list changes
 	ignorePing  bool   // a wedged child: pings, and any server/discover after the first, go unanswered
@@ -189,6 +189,8 @@ func (c *fakeChild) readLoop(r io.Reader) {
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1"}}}}`, m.ID)
 		case m.Method == "server/discover" && c.auto.discover == "array":
 			c.send(`{"jsonrpc":"2.0","id":%s,"result":[]}`, m.ID)
+		case m.Method == "server/discover" && c.auto.discover == "unsupported":
+			c.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32022,"message":"unsupported protocol version","data":{"supported":["2099-01-01"]}}}`, m.ID)
 		case m.Method == "server/discover" && c.auto.discover == "error":
 			c.send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
 		case m.Method == "ping" && !c.auto.ignorePing:

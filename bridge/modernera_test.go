@@ -98,9 +98,10 @@ func TestModernEraChildWithoutDiscoverFailsToStart(t *testing.T) {
 		log     string // what the log says
 		timeout bool
 	}{
-		"refused":       {auto: autoReply{discover: "error", initialize: true}, why: "failed to start", log: "refused server/discover"},
-		"not an object": {auto: autoReply{discover: "array", initialize: true}, why: "failed to start", log: "DiscoverResult is not an object"},
-		"silent":        {auto: autoReply{initialize: true}, why: "handshake timed out", log: "did not answer server/discover within 3s", timeout: true},
+		"refused":          {auto: autoReply{discover: "error", initialize: true}, why: "failed to start", log: "refused server/discover"},
+		"not an object":    {auto: autoReply{discover: "array", initialize: true}, why: "failed to start", log: "DiscoverResult is not an object"},
+		"another revision": {auto: autoReply{discover: "unsupported", initialize: true}, why: "failed to start", log: "refused server/discover"},
+		"silent":           {auto: autoReply{initialize: true}, why: "handshake timed out", log: "did not answer server/discover within 3s", timeout: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -141,7 +141,7 @@ func (b *Bridge) acquire(ctx context.Context, want *worker) (*worker, *slot, err
 	if len(b.queue) >= b.opts.QueueSize {
 		n := len(b.queue)
 		b.mu.Unlock()
-		return nil, nil, errOverloaded(fmt.Sprintf("every worker has %d calls in flight and %d calls are waiting; try again later", b.opts.MaxInFlight, n))
+		return nil, nil, errOverloaded(fmt.Sprintf("%d calls are waiting for a child with a free slot (each takes %d at once); try again later", n, b.opts.MaxInFlight))
 	}
 	q := &queued{ready: make(chan struct{}), want: want}
 	b.queue = append(b.queue, q)
@@ -159,6 +159,9 @@ func (b *Bridge) acquire(ctx context.Context, want *worker) (*worker, *slot, err
 		err = ctxEnding(ctx)
 	case <-t.C:
 		err = errOverloaded(fmt.Sprintf("no worker had a free slot within %v; try again later", b.opts.QueueTimeout))
+		if want != nil {
+			err = errOverloaded(fmt.Sprintf("the child that holds the task (worker %d) had no free slot within %v; try again later", want.index, b.opts.QueueTimeout))
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

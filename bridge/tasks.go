@@ -1,7 +1,10 @@
 package bridge
 
 import (
+	"context"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 	"github.com/stdiomcp/gateway/mcp"
@@ -24,10 +27,15 @@ const maxTaskID = 256
 // task it does not know, or no longer, goes to any worker; so does every
 // task with one worker, where nothing is recorded.
 type taskHomes struct {
-	mu    sync.Mutex
-	homes map[string]*worker
-	order []string // ids in the order they were recorded, oldest first
+	mu     sync.Mutex
+	homes  map[string]*worker
+	order  []string  // ids in the order they were recorded, oldest first
+	warned time.Time // when a clash of ids was last logged at warn
 }
+
+// clashWarnEvery bounds the warnings about task ids two children minted
+// alike: a server that counts its tasks clashes on every task.
+const clashWarnEvery = time.Minute
 
 // record notes that w's child created the task a tools/call answer names.
 func (t *taskHomes) record(w *worker, m *jsonrpc.Message) {
@@ -40,8 +48,19 @@ func (t *taskHomes) record(w *worker, m *jsonrpc.Message) {
 	if t.homes == nil {
 		t.homes = make(map[string]*worker)
 	}
-	if _, known := t.homes[id]; !known {
+	home, known := t.homes[id]
+	if !known {
 		t.order = append(t.order, id)
+	}
+	if known && home != w {
+		// Two children minted the same id: the older task can no longer
+		// be told apart, and its requests go to the newer one's child.
+		level := slog.LevelDebug
+		if now := time.Now(); now.Sub(t.warned) >= clashWarnEvery {
+			t.warned, level = now, slog.LevelWarn
+		}
+		w.log.Log(context.Background(), level, "two children created tasks with the same id; requests for it go to the newer one's: a server whose task ids are not unique across processes needs GATEWAY_WORKERS=1 (logged at warn once a minute)",
+			"task_id", clipped(id), "worker_before", home.index)
 	}
 	t.homes[id] = w
 	for len(t.order) > maxTaskHomes {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/stdiomcp/gateway/internal/gatewaytest"
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
@@ -224,4 +226,71 @@ func TestTaskHomesAreBounded(t *testing.T) {
 	if homes.home(long) != nil {
 		t.Error("a task id longer than maxTaskID was remembered")
 	}
+}
+
+// Two children that mint the same task id cannot both be routed to: the
+// newer task's child gets the requests, and the log says why the older
+// one's go astray.
+func TestTaskIDsThatClash(t *testing.T) {
+	t.Parallel()
+	var log gatewaytest.LockedBuffer
+	p, children := newPoolWorld(t, Options{Era: EraLegacy, Workers: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))}, autoReply{initialize: true})
+	// Two calls in flight at once, one on each child; the second answered
+	// last, so that its task is the newer.
+	a := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{}}}`)
+	older, ma := gotBy(t, children)
+	b := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"job","task":{}}}`)
+	newer, mb := gotBy(t, children)
+	if older == newer {
+		t.Fatal("both calls went to one child")
+	}
+	for _, x := range []struct {
+		ch *fakeChild
+		m  *jsonrpc.Message
+		c  *call
+	}{{older, ma, a}, {newer, mb, b}} {
+		x.ch.send(`{"jsonrpc":"2.0","id":%s,"result":{"task":{"taskId":"1","status":"working"}}}`, x.m.ID)
+		if _, err := x.c.wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(log.String(), "two children created tasks with the same id") || !strings.Contains(log.String(), "level=WARN") {
+		t.Errorf("the clash was not logged at warn:\n%s", log.String())
+	}
+	c := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"1"}}`)
+	ch, m := gotBy(t, children)
+	if ch != newer {
+		t.Error("the request went to the child of the older task")
+	}
+	ch.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	c.wait()
+}
+
+// A request for a task whose child stays full is refused after the queue
+// timeout, saying it waited for that child, while the other was free.
+func TestTaskRequestTimesOutWaitingForItsChild(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, children := bubblePool(t, Options{Workers: 2, MaxInFlight: 1, QueueSize: 4, QueueTimeout: 3 * time.Second})
+		c := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{}}}`)
+		synctest.Wait()
+		var home *fakeChild
+		var m *jsonrpc.Message
+		for _, ch := range children {
+			if got := received(ch); len(got) == 1 {
+				home, m = ch, got[0]
+			}
+		}
+		home.send(`{"jsonrpc":"2.0","id":%s,"result":{"task":{"taskId":"T-4","status":"working"}}}`, m.ID)
+		c.wait()
+		// Fill the task's child: pinned to it by the task it asks about.
+		busy := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":"busy","method":"tasks/result","params":{"taskId":"T-4"}}`)
+		start := time.Now()
+		_, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":"get","method":"tasks/get","params":{"taskId":"T-4"}}`), Caller{})
+		if code := gatewayCode(t, err); code != jsonrpc.CodeOverloaded || !strings.Contains(err.Error(), "the child that holds the task") || time.Since(start) != 3*time.Second {
+			t.Errorf("after %v: %v; want -32003 naming the task's child after the queue timeout", time.Since(start), err)
+		}
+		busy.Cancel("")
+		busy.wait()
+	})
 }

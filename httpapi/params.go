@@ -35,7 +35,7 @@ func (h *handlers) checkParamHeaders(r *http.Request, req *mcp.Request) *rpcFail
 		switch {
 		case errors.As(err, &e) && e.Code != jsonrpc.CodeInternalError:
 			// The gateway's reason (an answer over the size limit, a
-			// timeout, a shutdown) and its status: a list over the limit
+			// timeout) and its status: a list over the limit
 			// is not a child that comes back in a second.
 			return &rpcFailure{statusFor(e.Code), &jsonrpc.Error{Code: e.Code,
 				Message: "the child's tool list could not be read, so the Mcp-Param headers cannot be checked: " + e.Message, Data: e.Data}}

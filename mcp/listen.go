@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/stdiomcp/gateway/jsonrpc"
 )
@@ -97,20 +98,42 @@ func (f Filter) Wants(m *jsonrpc.Message) bool {
 		return f.ResourcesListChanged
 	case NoteResourceUpdated:
 		uri, ok := String(jsonrpc.Get(m.Params, "uri"))
-		return ok && slices.Contains(f.ResourceSubscriptions, uri)
+		return ok && slices.ContainsFunc(f.ResourceSubscriptions, func(sub string) bool { return within(uri, sub) })
+	}
+	return false
+}
+
+// within reports whether uri is the resource sub or one of its
+// sub-resources: the schema says an updated uri "might be a sub-resource
+// of the one that the client actually subscribed to" (file:///dir/a.txt
+// for file:///dir/).
+func within(uri, sub string) bool {
+	if !strings.HasPrefix(uri, sub) {
+		return false
+	}
+	if len(uri) == len(sub) || strings.HasSuffix(sub, "/") {
+		return true
+	}
+	switch uri[len(sub)] {
+	case '/', '?', '#':
+		return true
 	}
 	return false
 }
 
 // Passes reports whether a relayed listen with this filter may carry a
-// modern child's notification m: the four types a filter names only when
-// it asked for them (the spec forbids sending a type not asked for,
-// whatever the child does), any other type as it is (the tasks extension's
-// notifications/tasks, which the child filters on taskIds).
+// modern child's notification m: the list_changed types only when it asked
+// for them (the spec forbids sending a type not asked for, whatever the
+// child does), resources/updated when it subscribed to any resource (the
+// child knows which of its resources are under which subscription: the
+// gateway does not second-guess it), any other type as it is (the tasks
+// extension's notifications/tasks, which the child filters on taskIds).
 func (f Filter) Passes(m *jsonrpc.Message) bool {
 	switch m.Method {
-	case NoteToolsChanged, NotePromptsChanged, NoteResourcesChanged, NoteResourceUpdated:
+	case NoteToolsChanged, NotePromptsChanged, NoteResourcesChanged:
 		return f.Wants(m)
+	case NoteResourceUpdated:
+		return len(f.ResourceSubscriptions) > 0
 	}
 	return true
 }
