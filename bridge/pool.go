@@ -131,12 +131,14 @@ func (b *Bridge) acquire(ctx context.Context, want *worker) (*worker, *slot, err
 		b.mu.Unlock()
 		return nil, nil, errShutdown()
 	}
-	if len(b.queue) == 0 {
-		if w := b.freeLocked(want); w != nil {
-			w.active++
-			b.mu.Unlock()
-			return w, &slot{b: b, w: w}, nil
-		}
+	// A free slot goes to the call at once, queue or not: whenever a slot
+	// frees up (or a worker becomes ready), grantLocked hands it to the
+	// calls waiting that can take it, so a slot still free now is one none
+	// of them can (they wait for another worker, see queued.want).
+	if w := b.freeLocked(want); w != nil {
+		w.active++
+		b.mu.Unlock()
+		return w, &slot{b: b, w: w}, nil
 	}
 	if len(b.queue) >= b.opts.QueueSize {
 		n := len(b.queue)

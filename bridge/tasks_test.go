@@ -294,3 +294,47 @@ func TestTaskRequestTimesOutWaitingForItsChild(t *testing.T) {
 		busy.wait()
 	})
 }
+
+// A queue that holds only requests waiting for a full child takes a call
+// that another, idle child can serve at once: it is not refused as if
+// every child were full, and never waits.
+func TestQueueOfTaskRequestsLetsOtherCallsBy(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p, children := bubblePool(t, Options{Workers: 2, MaxInFlight: 1, QueueSize: 1})
+		c := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{}}}`)
+		synctest.Wait()
+		var home *fakeChild
+		var m *jsonrpc.Message
+		for _, ch := range children {
+			if got := received(ch); len(got) == 1 {
+				home, m = ch, got[0]
+			}
+		}
+		home.send(`{"jsonrpc":"2.0","id":%s,"result":{"task":{"taskId":"T-9","status":"working"}}}`, m.ID)
+		c.wait()
+		busy := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":"busy","method":"tasks/result","params":{"taskId":"T-9"}}`)
+		synctest.Wait()
+		received(home)
+		waiting := make(chan error, 1)
+		go func() {
+			_, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":"get","method":"tasks/get","params":{"taskId":"T-9"}}`), Caller{})
+			waiting <- err
+		}()
+		synctest.Wait()
+		if q := p.Stats().Queued; q != 1 {
+			t.Fatalf("%d calls queued, want the task's request", q)
+		}
+		free, err := callOn(p, context.Background(), request(t, `{"jsonrpc":"2.0","id":"free","method":"tools/call","params":{"name":"x"}}`), Caller{})
+		if err != nil {
+			t.Fatalf("a call for any child, with one child idle, was refused: %v", err)
+		}
+		free.Cancel("")
+		free.wait()
+		busy.Cancel("")
+		busy.wait()
+		if err := <-waiting; err != nil {
+			t.Errorf("the task's request: %v", err)
+		}
+	})
+}

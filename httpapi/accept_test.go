@@ -50,6 +50,8 @@ func TestAcceptDecidesTheMediaType(t *testing.T) {
 		{name: "no progress, any", accept: "*/*", body: plainCall, answer: result, status: 200, contentType: json, got: result},
 		{name: "no progress, stream alone", accept: sse, body: plainCall, answer: result, status: 200, contentType: sse, got: stream(result)},
 		{name: "no progress, json refused", accept: "text/event-stream, application/json;q=0", body: plainCall, answer: result, status: 200, contentType: sse, got: stream(result)},
+		{name: "no progress, json refused with q=0.0", accept: "text/event-stream, application/json;q=0.0", body: plainCall, answer: result, status: 200, contentType: sse, got: stream(result)},
+		{name: "progress, stream refused with q=0.000", accept: "application/json, text/event-stream;q=0.000", body: modernCall, notes: []string{progress}, answer: result, status: 200, contentType: json, got: result},
 		{name: "legacy, stream alone", accept: sse, body: legacyCall, legacy: true, answer: result, status: 200, contentType: sse, got: stream(result)},
 		{name: "child error, stream alone", accept: sse, body: plainCall, answer: notFound, code: -32601, status: 404, contentType: json, got: notFound},
 	} {
@@ -85,5 +87,25 @@ func testAccept(t *testing.T, tc acceptCase) {
 	}
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != tc.status || ct != tc.contentType || string(got) != tc.got {
 		t.Errorf("got %d %s %q, want %d %s %q", resp.StatusCode, ct, got, tc.status, tc.contentType, tc.got)
+	}
+}
+
+// What the gateway answers itself for a 2025 session (logging/setLevel,
+// resources/subscribe) comes as a stream of one event too, to a client
+// that takes no JSON.
+func TestGatewayAnswersToAStreamOnlyClient(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{})
+	sid := initialize(t, f, srv.URL)
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///a"}}`,
+	} {
+		resp := post(t, srv.URL+"/mcp", "application/json", body, "Mcp-Session-Id", sid, "Accept", "text/event-stream")
+		got, _ := io.ReadAll(resp.Body)
+		if want := ": stream open\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"; resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || string(got) != want {
+			t.Errorf("%s: %d %s %q, want a stream of one event", body, resp.StatusCode, resp.Header.Get("Content-Type"), got)
+		}
 	}
 }

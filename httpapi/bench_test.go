@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -65,7 +66,8 @@ func acceptsParsed(accept, mediaType string) bool {
 	major, _, _ := strings.Cut(mediaType, "/")
 	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil || params["q"] == "0" {
+		// RFC 9110's qvalue of zero: "0" [ "." 0*3DIGIT ], the digits zeros.
+		if err != nil || regexp.MustCompile(`^0(\.0*)?$`).MatchString(params["q"]) {
 			continue
 		}
 		if mt == mediaType || mt == "*/*" || mt == major+"/*" {
@@ -77,7 +79,7 @@ func acceptsParsed(accept, mediaType string) bool {
 
 func FuzzAccepts(f *testing.F) {
 	for _, s := range []string{"", "application/json, text/event-stream", "TEXT/Event-Stream", "text/*;q=0", "*/*", "text/*",
-		"application/json;q=0.9, text/event-stream;q=0", "a,,b", "text/event-stream/x", " text/event-stream\t", "text/event-stream;", `text/"x"`} {
+		"application/json;q=0.9, text/event-stream;q=0", "text/event-stream, application/json;q=0.0", "application/json;q=0.", "application/json;q=0.001", "a,,b", "text/event-stream/x", " text/event-stream\t", "text/event-stream;", `text/"x"`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, accept string) {

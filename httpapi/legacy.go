@@ -73,13 +73,13 @@ func (h *handlers) legacy(w http.ResponseWriter, r *http.Request, req *mcp.Reque
 				w.Header().Set(mcp.HeaderSession, sid)
 			}
 		}
-		writeJSON(w, http.StatusOK, jsonrpc.NewResult(req.ID, []byte("{}")))
+		h.writeOK(w, r, caller, jsonrpc.NewResult(req.ID, []byte("{}")))
 		return
 	case mcp.MethodSubscribe, mcp.MethodUnsubscribe:
 		// Updates would arrive on the GET stream, which the gateway does not
 		// offer; forwarding would let one client unsubscribe another's
 		// subscription on the shared child. Accepted, with no effect.
-		writeJSON(w, http.StatusOK, jsonrpc.NewResult(req.ID, []byte("{}")))
+		h.writeOK(w, r, caller, jsonrpc.NewResult(req.ID, []byte("{}")))
 		return
 	}
 	h.call(w, r, req, caller, sess)

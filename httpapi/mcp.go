@@ -340,8 +340,8 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 			status = childErrorStatus(c.ErrorCode())
 		}
 		childError(w, c.ErrorCode())
-		if status == http.StatusOK && streamOnly(r, caller) {
-			writeOneEvent(w, h.opts.ClientTimeout, resp)
+		if status == http.StatusOK {
+			h.writeOK(w, r, caller, resp)
 			return
 		}
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
@@ -411,6 +411,17 @@ func writeError(w http.ResponseWriter, status int, id []byte, e *jsonrpc.Error) 
 	writeJSON(w, status, jsonrpc.NewErrorResponse(id, e))
 }
 
+// writeOK sends a 200 answer, as JSON or, to a client that takes no JSON,
+// as a stream of one event (see streamOnly).
+func (h *handlers) writeOK(w http.ResponseWriter, r *http.Request, caller bridge.Caller, resp []byte) {
+	if streamOnly(r, caller) {
+		writeOneEvent(w, h.opts.ClientTimeout, resp)
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
+	writeJSON(w, http.StatusOK, resp)
+}
+
 // streamOnly reports whether the client takes an answer as a stream and
 // not as JSON (Accept: text/event-stream alone). Both eras say a client
 // lists both types; one that names only the stream is taken at its word
@@ -418,6 +429,16 @@ func writeError(w http.ResponseWriter, status int, id []byte, e *jsonrpc.Error) 
 // of clients that take a stream, it allocates nothing.
 func streamOnly(r *http.Request, caller bridge.Caller) bool {
 	return caller.CanStream && !accepts(r.Header.Get("Accept"), "application/json")
+}
+
+// zeroQ reports whether a q parameter refuses the type: "0", or "0."
+// followed by zeros alone (RFC 9110 §12.4.2: qvalue = "0" [ "." 0*3DIGIT ]).
+func zeroQ(q string) bool {
+	if q == "0" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(q, "0.")
+	return ok && strings.Trim(rest, "0") == ""
 }
 
 // isRequest tells a question for the client from a notification.
@@ -453,7 +474,7 @@ func accepts(accept, mediaType string) bool {
 			continue
 		}
 		mt, params, err := mime.ParseMediaType(part)
-		if err != nil || params["q"] == "0" {
+		if err != nil || zeroQ(params["q"]) {
 			continue
 		}
 		if mt == mediaType || mt == "*/*" || mt == major+"/*" {
