@@ -256,3 +256,31 @@ func TestCallThatNeverReachedTheChildDoesNotCount(t *testing.T) {
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, reqB.ID)
 	b.wait()
 }
+
+// A call parked for its 2026 client's answers is still in flight on the
+// child, which may ask it more without waiting for the first answer: while
+// another client's call runs too, such a question cannot be told apart
+// from one of that call's, and is refused rather than shown to it.
+func TestParkedCallCountsAsInFlight(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	child := w.child()
+	parked, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"m","method":"tools/call","params":{"name":"two"}}`), modernAsker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"q1","method":"elicitation/create","params":{"message":"first, for M"}}`)
+	if resp, err := parked.wait(); err != nil || !contains(resp, `"input_required"`) {
+		t.Fatalf("M's call: %s, %v; want input_required", resp, err)
+	}
+	n, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"n","method":"tools/call","params":{"name":"wait"}}`), legacyStreamer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqN := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","id":"q2","method":"elicitation/create","params":{"message":"second, for M"}}`)
+	refusedNotAsked(t, child, n, `"q2"`, "calls are in flight")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, reqN.ID)
+	n.wait()
+}

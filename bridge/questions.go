@@ -309,9 +309,9 @@ func (c *call) inputResponse(key string) ([]byte, bool) {
 }
 
 // onlyExchange is the exchange a question from the child belongs to, when
-// the gateway can tell: the one call in flight, or, with none, the one call
-// parked waiting for its client's answers. nil otherwise, with how many
-// calls it could have been.
+// the gateway can tell: the one call in flight, or the one call parked
+// waiting for its client's answers, when there is no other of either. nil
+// otherwise, with how many calls it could have been.
 func (ch *child) onlyExchange() (*exchange, int) {
 	var active, parked []*exchange
 	for _, ex := range ch.inFlight() {
@@ -324,8 +324,11 @@ func (ch *child) onlyExchange() (*exchange, int) {
 			parked = append(parked, ex)
 		}
 	}
+	// A parked call counts as one in flight: its child is still working on
+	// it, and may ask it more (a question the child asks without waiting
+	// for the answer to the last).
 	switch {
-	case len(active) == 1:
+	case len(active) == 1 && len(parked) == 0:
 		return active[0], 1
 	case len(active) == 0 && len(parked) == 1:
 		return parked[0], 1
