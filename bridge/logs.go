@@ -11,21 +11,27 @@ import (
 // stdio nothing in the message says which call that is, so the gateway
 // delivers it only when it can tell: to the one call in flight that asked
 // for logs. A legacy child may log for any call (its level is child-wide),
-// so for it that call must also be the only one in flight; otherwise the
-// message is dropped rather than shown to a client it may not belong to.
+// so for it that call must also be the only one it may be working on: no
+// other in flight, parked for its client's answers, or left by its client
+// lately (see unsettle); otherwise the message is dropped rather than
+// shown to a client it may not belong to.
 func (ch *child) routeLog(m *jsonrpc.Message) {
 	level, _ := mcp.String(jsonrpc.Get(m.Params, mcp.ParamLevel))
 	var target *call
 	wanting, total := 0, 0
 	for _, ex := range ch.inFlight() {
-		c := ex.owner()
-		if ex.internal || c == nil || ex.method == mcp.MethodListen {
-			continue // parked calls wait for their client; listens do not log
+		if ex.internal || ex.method == mcp.MethodListen {
+			continue // listens do not log
 		}
 		total++
-		if c.caller.LogLevel != "" {
+		if c := ex.owner(); c != nil && c.caller.LogLevel != "" {
 			wanting++
 			target = c
+		}
+	}
+	if ch.eraNow() == EraLegacy && wanting == 1 && total == 1 {
+		if n, more := ch.stillRunning(); n > 0 || more {
+			total += n + 1
 		}
 	}
 	if wanting != 1 || (ch.eraNow() == EraLegacy && total != 1) {

@@ -161,6 +161,29 @@ func TestLogRouting(t *testing.T) {
 	if got := append(logs(a), logs(b)...); len(got) != 0 {
 		t.Errorf("an ambiguous log line was delivered: %q", got)
 	}
+
+	// A call whose client left may still be running on the child (told to
+	// cancel it, the child has not answered): a line could be its, so the
+	// one call in flight does not get it.
+	gone, leave := context.WithCancel(context.Background())
+	g, err := callOn(w.b, gone, request(t, `{"jsonrpc":"2.0","id":4,"method":"tools/call"}`), Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.expect("tools/call")
+	leave()
+	g.wait()
+	child.expect("notifications/cancelled")
+	d, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`), Caller{LogLevel: "warning"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := child.expect("tools/call")
+	child.send(logLine("error"))
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, md.ID)
+	if got := logs(d); len(got) != 0 {
+		t.Errorf("a log line that may be a left call's was delivered: %q", got)
+	}
 }
 
 // A legacy client's request to a modern child gets the modern _meta, from
