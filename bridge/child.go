@@ -154,7 +154,9 @@ func (ch *child) forget(ex *exchange) {
 // is dropped. It fails when the exchange was taken already (answered,
 // failed, retired).
 func (ch *child) retire(ex *exchange) bool {
-	reached := ex.isCall() && ex.mayHaveReached() // ex.mu before ch.mu
+	// A client's call, or the gateway's own request (a resources/subscribe
+	// it makes for a listen), that the child may still be working on.
+	reached := (ex.isCall() || ex.internal && ex.method != mcp.MethodListen && mayAsk(ex.method)) && ex.mayHaveReached() // ex.mu before ch.mu
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.pending[ex.id] != ex {

@@ -20,8 +20,14 @@ func (ch *child) routeLog(m *jsonrpc.Message) {
 	var target *call
 	wanting, total := 0, 0
 	for _, ex := range ch.inFlight() {
-		if ex.internal || ex.method == mcp.MethodListen {
+		if ex.method == mcp.MethodListen {
 			continue // listens do not log
+		}
+		if ex.internal {
+			if mayAsk(ex.method) {
+				total++ // the gateway's own request, maybe made for a client
+			}
+			continue
 		}
 		total++
 		if c := ex.owner(); c != nil && c.caller.LogLevel != "" {
@@ -29,9 +35,10 @@ func (ch *child) routeLog(m *jsonrpc.Message) {
 			target = c
 		}
 	}
-	if ch.eraNow() == EraLegacy && wanting == 1 && total == 1 {
+	if wanting == 1 {
 		if n, more := ch.stillRunning(); n > 0 || more {
 			total += n + 1
+			wanting = 0 // a call whose client left may be the one logging
 		}
 	}
 	if wanting != 1 || (ch.eraNow() == EraLegacy && total != 1) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,12 @@ func (b *Bridge) Call(ctx context.Context, req *mcp.Request, caller Caller) (Cal
 func (b *Bridge) route(ctx context.Context, req *mcp.Request, caller Caller) (Call, error) {
 	if req.Kind != jsonrpc.KindRequest {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "not a request"}
+	}
+	if strings.HasPrefix(req.Method, "notifications/") {
+		// A child that goes by the method would take it for the
+		// notification, which may name another client's request (the
+		// gateway's ids are sequential).
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: req.Method + " is a notification, which carries no id"}
 	}
 	if req.Method == mcp.MethodPing {
 		return answeredByGateway(req, []byte("{}")), nil

@@ -172,6 +172,10 @@ func (ch *child) question(m *jsonrpc.Message) {
 			"a client is asked only while its call is the only one in flight", n, m.Method))
 		return
 	}
+	if !ex.servesTask(m.Params) {
+		ch.refuseChild(m.ID, m.Method, "the question names a task that the call in flight is not about")
+		return
+	}
 	ex.asked.Store(true)
 	a := &ask{id: ch.b.q.newAskID(), method: m.Method, params: m.Params, ex: ex, childID: m.ID, key: inputKey(m.ID)}
 	r := ch.b.q.route(ex, a, capability)
@@ -310,17 +314,25 @@ func (c *call) inputResponse(key string) ([]byte, bool) {
 
 // onlyExchange is the exchange a question from the child belongs to, when
 // the gateway can tell: the one call in flight, or the one call parked
-// waiting for its client's answers, when there is no other of either. nil
-// otherwise, with how many calls it could have been.
+// waiting for its client's answers, when there is no other of either and
+// none of the gateway's own requests that a question could be about. nil
+// otherwise, with how many calls it could have been (the gateway's own
+// requests among them).
 func (ch *child) onlyExchange() (*exchange, int) {
 	var active, parked []*exchange
+	own := 0
 	for _, ex := range ch.inFlight() {
-		if ex.internal || ex.method == mcp.MethodListen {
+		switch {
+		case ex.method == mcp.MethodListen:
+			continue // a listen asks nothing
+		case ex.internal:
+			if mayAsk(ex.method) {
+				own++ // the gateway's own request, maybe made for a client (a subscribe)
+			}
 			continue
-		}
-		if ex.owner() != nil {
+		case ex.owner() != nil:
 			active = append(active, ex)
-		} else {
+		default:
 			parked = append(parked, ex)
 		}
 	}
@@ -328,12 +340,24 @@ func (ch *child) onlyExchange() (*exchange, int) {
 	// it, and may ask it more (a question the child asks without waiting
 	// for the answer to the last).
 	switch {
+	case own > 0:
 	case len(active) == 1 && len(parked) == 0:
 		return active[0], 1
 	case len(active) == 0 && len(parked) == 1:
 		return parked[0], 1
 	}
-	return nil, len(active) + len(parked)
+	return nil, len(active) + len(parked) + own
+}
+
+// mayAsk reports whether the child may ask a question while serving the
+// gateway's own request of method: not while it answers a liveness probe
+// or the handshake, which carry nothing of a client's.
+func mayAsk(method string) bool {
+	switch method {
+	case mcp.MethodPing, mcp.MethodInitialize, mcp.MethodDiscover:
+		return false
+	}
+	return true
 }
 
 // respond delivers a client's answer to the question it answers, and
@@ -502,4 +526,21 @@ func (ch *child) flushParks() {
 	}
 	clear(ch.due)
 	ch.due = ch.due[:0]
+}
+
+// servesTask reports whether a child's message whose _meta names a task
+// (2025-11-25 related-task) may go to ex: only a tasks/* request naming
+// that task. A message that names no task passes.
+func (ex *exchange) servesTask(params []byte) bool {
+	meta := jsonrpc.Get(params, "_meta")
+	rel := jsonrpc.Get(meta, "io.modelcontextprotocol/related-task")
+	if len(rel) == 0 {
+		return true
+	}
+	c := ex.owner()
+	if c == nil || c.req == nil || !strings.HasPrefix(ex.method, "tasks/") {
+		return false
+	}
+	id, _ := c.req.Param(mcp.ParamTaskID)
+	return len(id) > 0 && bytes.Equal(id, jsonrpc.Get(rel, "taskId"))
 }
