@@ -95,11 +95,16 @@ func TestTaskQuestionGoesOnlyToItsTask(t *testing.T) {
 	a.wait()
 	const question = `{"jsonrpc":"2.0","id":%q,"method":"elicitation/create","params":{"message":"confirm A's secret","requestedSchema":{"type":"object","properties":{}},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-A"}}}}`
 
-	m, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"m","method":"tools/call","params":{"name":"quick"}}`), legacyStreamer)
+	logger := legacyStreamer
+	logger.LogLevel = "debug"
+	m, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"m","method":"tools/call","params":{"name":"quick"}}`), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
+	set := child.expect("logging/setLevel")
+	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, set.ID)
 	rm := child.expect("tools/call")
+	child.send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"A's secret in a log","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-A"}}}}`)
 	child.send(question, "q1")
 	refusedChild(t, child, `"q1"`, "task")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, rm.ID)

@@ -18,6 +18,7 @@ import (
 func (ch *child) routeLog(m *jsonrpc.Message) {
 	level, _ := mcp.String(jsonrpc.Get(m.Params, mcp.ParamLevel))
 	var target *call
+	var targetEx *exchange
 	wanting, total := 0, 0
 	for _, ex := range ch.inFlight() {
 		if ex.method == mcp.MethodListen {
@@ -32,7 +33,7 @@ func (ch *child) routeLog(m *jsonrpc.Message) {
 		total++
 		if c := ex.owner(); c != nil && c.caller.LogLevel != "" {
 			wanting++
-			target = c
+			target, targetEx = c, ex
 		}
 	}
 	if wanting == 1 {
@@ -43,6 +44,10 @@ func (ch *child) routeLog(m *jsonrpc.Message) {
 	}
 	if wanting != 1 || (ch.eraNow() == EraLegacy && total != 1) {
 		ch.log.Debug("dropped a child log message: no single call it belongs to", "calls", total, "wanting_logs", wanting)
+		return
+	}
+	if !targetEx.servesTask(m.Params) {
+		ch.log.Debug("dropped a child log message: it names a task the call in flight is not about")
 		return
 	}
 	if mcp.LogRank(level) < mcp.LogRank(target.caller.LogLevel) {
