@@ -266,23 +266,36 @@ func TestTaskIDsThatClash(t *testing.T) {
 	c.wait()
 }
 
+// taskOnOneChild has a child of the bubble's pool create task id, and
+// returns that child.
+func taskOnOneChild(t *testing.T, p *Bridge, children []*fakeChild, id string) *fakeChild {
+	t.Helper()
+	c := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{}}}`)
+	synctest.Wait()
+	var home *fakeChild
+	var m *jsonrpc.Message
+	for _, ch := range children {
+		if got := received(ch); len(got) == 1 {
+			home, m = ch, got[0]
+		}
+	}
+	if home == nil {
+		t.Fatal("no child got the tools/call")
+	}
+	home.send(`{"jsonrpc":"2.0","id":%s,"result":{"task":{"taskId":%q,"status":"working"}}}`, m.ID, id)
+	if _, err := c.wait(); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
 // A request for a task whose child stays full is refused after the queue
 // timeout, saying it waited for that child, while the other was free.
 func TestTaskRequestTimesOutWaitingForItsChild(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p, children := bubblePool(t, Options{Workers: 2, MaxInFlight: 1, QueueSize: 4, QueueTimeout: 3 * time.Second})
-		c := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{}}}`)
-		synctest.Wait()
-		var home *fakeChild
-		var m *jsonrpc.Message
-		for _, ch := range children {
-			if got := received(ch); len(got) == 1 {
-				home, m = ch, got[0]
-			}
-		}
-		home.send(`{"jsonrpc":"2.0","id":%s,"result":{"task":{"taskId":"T-4","status":"working"}}}`, m.ID)
-		c.wait()
+		taskOnOneChild(t, p, children, "T-4")
 		// Fill the task's child: pinned to it by the task it asks about.
 		busy := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":"busy","method":"tasks/result","params":{"taskId":"T-4"}}`)
 		start := time.Now()
@@ -302,17 +315,7 @@ func TestQueueOfTaskRequestsLetsOtherCallsBy(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p, children := bubblePool(t, Options{Workers: 2, MaxInFlight: 1, QueueSize: 1})
-		c := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{}}}`)
-		synctest.Wait()
-		var home *fakeChild
-		var m *jsonrpc.Message
-		for _, ch := range children {
-			if got := received(ch); len(got) == 1 {
-				home, m = ch, got[0]
-			}
-		}
-		home.send(`{"jsonrpc":"2.0","id":%s,"result":{"task":{"taskId":"T-9","status":"working"}}}`, m.ID)
-		c.wait()
+		home := taskOnOneChild(t, p, children, "T-9")
 		busy := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":"busy","method":"tasks/result","params":{"taskId":"T-9"}}`)
 		synctest.Wait()
 		received(home)
