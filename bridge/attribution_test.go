@@ -30,6 +30,15 @@ func drain(t *testing.T, c *call) (notes [][]byte, resp []byte) {
 	}
 }
 
+// readyChild is the world's first child once its handshake is done.
+func readyChild(t *testing.T, w *world) *child {
+	t.Helper()
+	if _, err := w.b.Await(context.Background(), func(s Status) bool { return s.ReadyWorkers() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	return w.currentChild()
+}
+
 // refusedChild waits for the bridge's refusal of the child's request id,
 // and checks it says why.
 func refusedChild(t *testing.T, child *fakeChild, id, why string) {
@@ -67,11 +76,13 @@ func refusedNotAsked(t *testing.T, child *fakeChild, c *call, id, why string) {
 // A legacy child may go on with a call whose client left, cancellation
 // being advisory, and ask its question later: the question carries that
 // call's arguments, and must not reach the client whose call is the only
-// one in flight by then. It is refused until the child answers the call it
-// was told to cancel.
+// one in flight by then. Until the child shows it took the cancellation
+// (this one is too busy to answer the probe that would show it, see
+// cancelled), the question is refused, and so it is until the child
+// answers the call it was told to cancel.
 func TestQuestionOfACallWhoseClientLeftIsNotRelayed(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true})
+	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true, ignorePing: true})
 	child := w.child()
 
 	ctxA, leave := context.WithCancel(context.Background())
@@ -126,7 +137,7 @@ func TestQuestionOfACallWhoseClientLeftIsNotRelayed(t *testing.T) {
 func TestCallWhoseClientLeftCountsForAWhile(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true, ignorePing: true}}
 		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Hour}))
 		child := <-w.children
 		defer child.exit()
@@ -169,10 +180,10 @@ func TestCallWhoseClientLeftCountsForAWhile(t *testing.T) {
 }
 
 // More calls whose clients left than the child keeps track of make every
-// question ambiguous until the idle timeout has passed since.
+// question ambiguous until unsettledSpan has passed since.
 func TestTooManyCallsWhoseClientsLeft(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true})
+	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true, ignorePing: true})
 	child := w.child()
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 	req := child.expect("tools/call")
@@ -233,7 +244,7 @@ func TestCallThatNeverReachedTheChildDoesNotCount(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true})
 	child := w.child()
-	ch := w.currentChild()
+	ch := readyChild(t, w)
 	gone, leave := context.WithCancel(context.Background())
 	leave()
 	c := ch.newCall(gone, callSpec{req: request(t, `{"jsonrpc":"2.0","id":"a","method":"tools/call"}`), caller: legacyStreamer})
@@ -257,38 +268,98 @@ func TestCallThatNeverReachedTheChildDoesNotCount(t *testing.T) {
 	b.wait()
 }
 
-// A call parked for its 2026 client's answers is still in flight on the
-// child, which may ask it more without waiting for the first answer: while
-// another client's call runs too, such a question cannot be told apart
-// from one of that call's, and is refused rather than shown to it.
-func TestParkedCallCountsAsInFlight(t *testing.T) {
+// A call retired while its request waited to be written (its client left
+// then) counts as maybe running until the write gives up; then it never
+// reached the child, and counts no more.
+func TestCallRetiredWhileItsWriteWaitedDoesNotCount(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, legacy(), autoReply{initialize: true})
-	child := w.child()
-	parked, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"m","method":"tools/call","params":{"name":"two"}}`), modernAsker)
-	if err != nil {
+	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true})
+	w.child()
+	ch := readyChild(t, w)
+	c := ch.newCall(context.Background(), callSpec{req: request(t, `{"jsonrpc":"2.0","id":"a","method":"tools/call"}`), caller: legacyStreamer})
+	ex := c.newExchange()
+	*ex = exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, ctx: c.ctx, call: c}
+	if _, err := ch.register(ex); err != nil {
 		t.Fatal(err)
 	}
-	child.expect("tools/call")
-	child.send(`{"jsonrpc":"2.0","id":"q1","method":"elicitation/create","params":{"message":"first, for M"}}`)
-	if resp, err := parked.wait(); err != nil || !contains(resp, `"input_required"`) {
-		t.Fatalf("M's call: %s, %v; want input_required", resp, err)
+	if !c.attach(ex) {
+		t.Fatal("attach failed")
 	}
-	logger := legacyStreamer
-	logger.LogLevel = "warning"
-	n, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"n","method":"tools/call","params":{"name":"wait"}}`), logger)
-	if err != nil {
-		t.Fatal(err)
+	c.Cancel("client disconnected") // retired while the write is under way
+	if n, _ := ch.stillRunning(); n != 1 {
+		t.Fatalf("stillRunning = %d while the write may still go out, want 1", n)
 	}
-	set := child.expect("logging/setLevel")
-	child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, set.ID)
-	reqN := child.expect("tools/call")
-	// A log line could be the parked call's too: N does not get it.
-	child.send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"M's"}}`)
-	child.send(`{"jsonrpc":"2.0","id":"q2","method":"elicitation/create","params":{"message":"second, for M"}}`)
-	refusedNotAsked(t, child, n, `"q2"`, "calls are in flight")
-	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, reqN.ID)
-	if resp, err := n.wait(); err != nil || !contains(resp, `"content"`) {
-		t.Errorf("N's call: %s, %v", resp, err)
+	ex.writeDone(context.Canceled) // the write gave up: nothing went out
+	if n, more := ch.stillRunning(); n != 0 || more {
+		t.Errorf("stillRunning = %d, %v after the write gave up; want 0, false", n, more)
 	}
+}
+
+// A child that answers a probe sent after a cancellation has taken the
+// cancellation: a child that honours it has stopped that call, and the
+// next call's questions reach its client at once, not after
+// unsettledFor. One that answers the call after that goes on with
+// cancelled calls: from then on only unsettledFor settles them.
+func TestQuestionsFlowOnceTheChildTookTheCancellation(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Hour}))
+		child := <-w.children
+		defer child.exit()
+		defer w.b.Close(context.Background())
+		expect := func(method string) *jsonrpc.Message {
+			t.Helper()
+			for m := range child.got {
+				if m.Method == method {
+					return m
+				}
+			}
+			t.Fatalf("no %s for the child", method)
+			return nil
+		}
+		leaveOne := func(id string) *jsonrpc.Message {
+			gone, leave := context.WithCancel(context.Background())
+			a, err := callOn(w.b, gone, request(t, `{"jsonrpc":"2.0","id":"`+id+`","method":"tools/call"}`), legacyStreamer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := expect("tools/call")
+			leave()
+			a.wait()
+			expect(mcp.NoteCancelled)
+			synctest.Wait() // the barrier's ping, answered
+			return req
+		}
+		asked := func(id string) bool {
+			b, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"`+id+`","method":"tools/call"}`), legacyStreamer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := expect("tools/call")
+			child.send(`{"jsonrpc":"2.0","id":"q-%s","method":"sampling/createMessage","params":{"maxTokens":5}}`, id)
+			synctest.Wait()
+			// Judged at once: the notes' buffers are reused once taken.
+			notes, _, _, _ := b.Take()
+			ok := len(notes) == 1 && contains(notes[0], `"sampling/createMessage"`)
+			child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, req.ID)
+			b.wait()
+			return ok
+		}
+		reqA := leaveOne("a")
+		if !asked("b") {
+			t.Error("B's client was not asked its question once the child had taken A's cancellation")
+		}
+		// The child answers A after all: it goes on with cancelled calls.
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, reqA.ID)
+		synctest.Wait()
+		leaveOne("c")
+		if asked("d") {
+			t.Error("D's client was asked while C, cancelled on a child that goes on with cancelled calls, may still run")
+		}
+		time.Sleep(unsettledFor)
+		if !asked("e") {
+			t.Error("E's client was not asked once unsettledFor had passed")
+		}
+	})
 }

@@ -52,6 +52,8 @@ type child struct {
 	// unsettle); guarded by mu.
 	unsettled  [recentEnds]unsettledExchange
 	blindUntil time.Time
+	blindSince time.Time // when blindUntil was last set
+	barrier    barrierState
 
 	done     chan struct{} // closed when the reader has stopped and every call has ended
 	ready    bool          // handshake done; guarded by worker.mu
@@ -217,7 +219,23 @@ func (ch *child) unsettle(id int64) {
 			return
 		}
 	}
-	ch.blindUntil = now.Add(span)
+	ch.blindUntil, ch.blindSince = now.Add(span), now
+}
+
+// settle notes that the child is not working on the exchange with this id
+// after all (its request never reached the child).
+func (ch *child) settle(id int64) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.settleLocked(id)
+}
+
+func (ch *child) settleLocked(id int64) {
+	for i := range ch.unsettled {
+		if ch.unsettled[i].id == id {
+			ch.unsettled[i] = unsettledExchange{}
+		}
+	}
 }
 
 // stillRunning is how many exchanges retired without their answer the
@@ -258,6 +276,7 @@ type endedExchange struct {
 	id       int64
 	ctx      context.Context // its call's, for the values of a log line
 	answered bool
+	barred   bool // retired unanswered, and settled by a barrier (see cancelled)
 }
 
 // remember notes that ex ended; ch.mu is held.
@@ -273,9 +292,12 @@ func (ch *child) remember(ex *exchange, answered bool) {
 func (ch *child) endedAs(id int64) (endedExchange, bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	for i := range ch.unsettled {
-		if ch.unsettled[i].id == id {
-			ch.unsettled[i] = unsettledExchange{}
+	ch.settleLocked(id) // answered late: the child is done with it
+	for _, e := range ch.recent {
+		if e.id == id && e.barred {
+			// An answer to a request the child had taken the cancellation
+			// of: it goes on with cancelled calls (see cancelled).
+			ch.barrier.distrusted = true
 		}
 	}
 	for _, e := range ch.recent {

@@ -23,10 +23,11 @@ func leaked(t *testing.T, who string, notes [][]byte, secret string) {
 
 // A 2026 child's log line, written for a call whose client left before
 // the child read the cancellation, must not reach the next call that asked
-// for logs.
+// for logs. (This child is too busy to answer the probe that would show
+// it took the cancellation: see cancelled.)
 func TestModernChildLogOfALeftCallIsNotRelayed(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, Options{Era: EraModern, IdleTimeout: time.Minute}, autoReply{discover: "result"})
+	w := newWorld(t, Options{Era: EraModern, IdleTimeout: time.Minute}, autoReply{discover: "result", ignorePing: true})
 	child := w.child()
 	gone, leave := context.WithCancel(context.Background())
 	a, err := callOn(w.b, gone, request(t, `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"slow"}}`), Caller{Modern: true, LogLevel: "debug"})
@@ -107,6 +108,9 @@ func TestTaskQuestionGoesOnlyToItsTask(t *testing.T) {
 	child.send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"A's secret in a log","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-A"}}}}`)
 	child.send(question, "q1")
 	refusedChild(t, child, `"q1"`, "task")
+	// Named twice, the task is unclear: refused as well.
+	child.send(`{"jsonrpc":"2.0","id":"q1b","method":"elicitation/create","params":{"message":"A's secret again","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-A"},"io.modelcontextprotocol/related-task":{"taskId":"t-A"}}}}`)
+	refusedChild(t, child, `"q1b"`, "task")
 	child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, rm.ID)
 	notes, _ := drain(t, m)
 	leaked(t, "M", notes, "A's secret")

@@ -163,6 +163,9 @@ func (ex *exchange) writeDone(err error) {
 	if err != nil {
 		ex.write = notWritten
 		ex.mu.Unlock()
+		// Retired while its write waited (its client left): counted as
+		// maybe running then, it never reached the child.
+		ex.ch.settle(ex.id)
 		return
 	}
 	ex.write = written
@@ -209,6 +212,7 @@ func (ch *child) logCancel(ex *exchange, reason string, err error) {
 		return
 	}
 	ch.log.InfoContext(ex.logCtx(), "cancelled call", "id", ex.id, "method", clipped(ex.method), "client_id", logged(ex.clientID), "reason", clipped(reason))
+	ch.cancelled()
 }
 
 // maxLogged bounds what a log line repeats from a client: its id, or the

@@ -12,9 +12,9 @@ import (
 // delivers it only when it can tell: to the one call in flight that asked
 // for logs. A legacy child may log for any call (its level is child-wide),
 // so for it that call must also be the only one it may be working on: no
-// other in flight, parked for its client's answers, or left by its client
-// lately (see unsettle); otherwise the message is dropped rather than
-// shown to a client it may not belong to.
+// other in flight, none of the gateway's own requests, and none left by its
+// client lately (see unsettle); otherwise the message is dropped rather
+// than shown to a client it may not belong to.
 func (ch *child) routeLog(m *jsonrpc.Message) {
 	level, _ := mcp.String(jsonrpc.Get(m.Params, mcp.ParamLevel))
 	var target *call
@@ -30,8 +30,12 @@ func (ch *child) routeLog(m *jsonrpc.Message) {
 			}
 			continue
 		}
+		c := ex.owner()
+		if c == nil {
+			continue // parked: it waits for its client's answers (see onlyExchange)
+		}
 		total++
-		if c := ex.owner(); c != nil && c.caller.LogLevel != "" {
+		if c.caller.LogLevel != "" {
 			wanting++
 			target, targetEx = c, ex
 		}

@@ -313,9 +313,9 @@ func (c *call) inputResponse(key string) ([]byte, bool) {
 }
 
 // onlyExchange is the exchange a question from the child belongs to, when
-// the gateway can tell: the one call in flight, or the one call parked
-// waiting for its client's answers, when there is no other of either and
-// none of the gateway's own requests that a question could be about. nil
+// the gateway can tell: the one call in flight, or, with none, the one call
+// parked waiting for its client's answers, when none of the gateway's own
+// requests that a question could be about is in flight either. nil
 // otherwise, with how many calls it could have been (the gateway's own
 // requests among them).
 func (ch *child) onlyExchange() (*exchange, int) {
@@ -336,12 +336,15 @@ func (ch *child) onlyExchange() (*exchange, int) {
 			parked = append(parked, ex)
 		}
 	}
-	// A parked call counts as one in flight: its child is still working on
-	// it, and may ask it more (a question the child asks without waiting
-	// for the answer to the last).
+	// A parked call waits for its client's answers, and its child for
+	// them: with a call running, the question is that call's. (A child
+	// that asks a parked call more without waiting for the answers it
+	// asked for cannot be told apart from it. Counting parked calls as
+	// running would refuse every question while a client that gave up
+	// leaves its call parked, up to the idle timeout.)
 	switch {
 	case own > 0:
-	case len(active) == 1 && len(parked) == 0:
+	case len(active) == 1:
 		return active[0], 1
 	case len(active) == 0 && len(parked) == 1:
 		return parked[0], 1
@@ -532,11 +535,14 @@ func (ch *child) flushParks() {
 // (2025-11-25 related-task) may go to ex: only a tasks/* request naming
 // that task. A message that names no task passes.
 func (ex *exchange) servesTask(params []byte) bool {
-	meta := jsonrpc.Get(params, "_meta")
-	rel := jsonrpc.Get(meta, "io.modelcontextprotocol/related-task")
-	if len(rel) == 0 {
+	sp, named, err := jsonrpc.Lookup(params, "_meta", "io.modelcontextprotocol/related-task")
+	if err != nil {
+		return false // named twice, or in two spellings: which task is unclear
+	}
+	if !named {
 		return true
 	}
+	rel := params[sp.Start:sp.End]
 	c := ex.owner()
 	if c == nil || c.req == nil || !strings.HasPrefix(ex.method, "tasks/") {
 		return false
