@@ -62,7 +62,11 @@
 //     cancelled.
 //   - retire: take an exchange out of the pending table, so that a late
 //     answer is dropped. It is part of an ending, never an ending by
-//     itself.
+//     itself. One that may have reached the child stays "unsettled": the
+//     child may still work on it, so its questions and log lines are not
+//     attributed to another call (child.unsettle), until the child answers
+//     it, answers a probe sent after its cancellation (barrier.go), or
+//     unsettledFor passes.
 //
 // # Locks
 //
@@ -73,26 +77,27 @@
 //   - worker.mu: the current child, whether one is starting, the era
 //     verdict, closing; and child.ready.
 //   - child.mu: the pending table, why the child's service ended, a legacy
-//     child's listeners, subscriptions and log level.
+//     child's listeners, subscriptions and log level, the exchanges ended
+//     lately and those unsettled, and the barrier's state.
 //   - questions.mu: every question for a client, every parked exchange,
 //     every call waiting for a legacy client's answers.
 //   - exchange.mu: its call (nil while parked) and how far its write got.
 //   - call.mu: whether it has ended, its exchange in flight, its timer, its
 //     slot, whether its first exchange is taken.
 //   - mailbox.mu: what waits for the client.
-//   - toolCache.mu, background.mu: the x-mcp-header cache; the goroutines
-//     close waits for.
+//   - toolCache.mu, background.mu, taskHomes.mu: the x-mcp-header cache;
+//     the goroutines close waits for; which worker holds each task.
 //
 // They nest only in this order, outer first:
 //
 //	Bridge.mu → worker.mu → child.mu
 //	questions.mu → exchange.mu → child.mu
 //
-// call.mu, mailbox.mu, toolCache.mu and background.mu are leaves: they may
-// be taken with any other held, and nothing is locked while one is held,
-// but for the front door's own lock that arming and disarming a call on
-// its client's ctx may take under call.mu (see Options.AfterDone), itself
-// a leaf.
+// call.mu, mailbox.mu, toolCache.mu, background.mu and taskHomes.mu are
+// leaves: they may be taken with any other held, and nothing is locked
+// while one is held, but for the front door's own lock that arming and
+// disarming a call on its client's ctx may take under call.mu (see
+// Options.AfterDone), itself a leaf, and the logger's under taskHomes.mu.
 // Bridge.mu is also taken to release a slot, always with no other lock
 // held. No lock is held while writing to a child or waiting for anything.
 package bridge
