@@ -363,3 +363,55 @@ func TestQuestionsFlowOnceTheChildTookTheCancellation(t *testing.T) {
 		}
 	})
 }
+
+// A barrier settles only the calls whose cancellation went in before its
+// probe: a tasks/cancel whose client left is never cancelled (see
+// sentOrWanted), so the child still runs it after another call's barrier,
+// and answering it later is no sign of a child that goes on with
+// cancelled calls.
+func TestBarrierSettlesOnlyWhatItFollows(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
+		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Hour}))
+		child := <-w.children
+		defer child.exit()
+		defer w.b.Close(context.Background())
+		expect := func(method string) *jsonrpc.Message {
+			t.Helper()
+			for m := range child.got {
+				if m.Method == method {
+					return m
+				}
+			}
+			t.Fatalf("no %s for the child", method)
+			return nil
+		}
+		leave := func(body, method string) *jsonrpc.Message {
+			gone, leave := context.WithCancel(context.Background())
+			c, err := callOn(w.b, gone, request(t, body), legacyStreamer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := expect(method)
+			leave()
+			c.wait()
+			synctest.Wait()
+			return m
+		}
+		reqA := leave(`{"jsonrpc":"2.0","id":"a","method":"tasks/cancel","params":{"taskId":"x"}}`, "tasks/cancel")
+		ch := w.currentChild()
+		leave(`{"jsonrpc":"2.0","id":"c","method":"tools/call"}`, "tools/call") // cancelled: a barrier follows
+		if n, more := ch.stillRunning(); n != 1 || more {
+			t.Errorf("stillRunning = %d, %v after C's barrier; want the tasks/cancel still counted", n, more)
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, reqA.ID)
+		synctest.Wait()
+		ch.mu.Lock()
+		distrusted := ch.barrier.distrusted
+		ch.mu.Unlock()
+		if n, _ := ch.stillRunning(); n != 0 || distrusted {
+			t.Errorf("after the tasks/cancel's answer: stillRunning %d, distrusted %v; want 0, false", n, distrusted)
+		}
+	})
+}

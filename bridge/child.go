@@ -52,7 +52,6 @@ type child struct {
 	// unsettle); guarded by mu.
 	unsettled  [recentEnds]unsettledExchange
 	blindUntil time.Time
-	blindSince time.Time // when blindUntil was last set
 	barrier    barrierState
 
 	done     chan struct{} // closed when the reader has stopped and every call has ended
@@ -184,6 +183,7 @@ func (ex *exchange) mayHaveReached() bool {
 type unsettledExchange struct {
 	id    int64 // 0: a free place
 	since time.Time
+	told  time.Time // when its cancellation reached the child's input; zero: not (yet)
 }
 
 // unsettledFor bounds how long an exchange retired without its answer
@@ -219,7 +219,7 @@ func (ch *child) unsettle(id int64) {
 			return
 		}
 	}
-	ch.blindUntil, ch.blindSince = now.Add(span), now
+	ch.blindUntil = now.Add(span)
 }
 
 // settle notes that the child is not working on the exchange with this id

@@ -212,7 +212,7 @@ func (ch *child) logCancel(ex *exchange, reason string, err error) {
 		return
 	}
 	ch.log.InfoContext(ex.logCtx(), "cancelled call", "id", ex.id, "method", clipped(ex.method), "client_id", logged(ex.clientID), "reason", clipped(reason))
-	ch.cancelled()
+	ch.cancelled(ex.id)
 }
 
 // maxLogged bounds what a log line repeats from a client: its id, or the
