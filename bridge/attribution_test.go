@@ -299,7 +299,7 @@ func TestCallRetiredWhileItsWriteWaitedDoesNotCount(t *testing.T) {
 // cancellation: a child that honours it has stopped that call, and the
 // next call's questions reach its client at once, not after
 // unsettledFor. One that answers the call after that goes on with
-// cancelled calls: from then on only unsettledFor settles them.
+// cancelled calls: for a while only unsettledFor settles them.
 func TestQuestionsFlowOnceTheChildTookTheCancellation(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -361,6 +361,19 @@ func TestQuestionsFlowOnceTheChildTookTheCancellation(t *testing.T) {
 		if !asked("e") {
 			t.Error("E's client was not asked once unsettledFor had passed")
 		}
+		// The doubt is over: barriers settle again. F and G are settled by
+		// theirs; F's late answer brings the doubt back, and with it G,
+		// which may be running still, counts again.
+		reqF := leaveOne("f")
+		leaveOne("g")
+		if n, more := w.currentChild().stillRunning(); n != 0 || more {
+			t.Errorf("stillRunning = %d, %v once the doubt was over; want F and G settled by their barriers", n, more)
+		}
+		child.send(`{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, reqF.ID)
+		synctest.Wait()
+		if asked("h") {
+			t.Error("H's client was asked while G, settled by a barrier before F showed the child goes on with cancelled calls, may still run")
+		}
 	})
 }
 
@@ -408,7 +421,7 @@ func TestBarrierSettlesOnlyWhatItFollows(t *testing.T) {
 		child.send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, reqA.ID)
 		synctest.Wait()
 		ch.mu.Lock()
-		distrusted := ch.barrier.distrusted
+		distrusted := time.Now().Before(ch.barrier.doubt)
 		ch.mu.Unlock()
 		if n, _ := ch.stillRunning(); n != 0 || distrusted {
 			t.Errorf("after the tasks/cancel's answer: stillRunning %d, distrusted %v; want 0, false", n, distrusted)

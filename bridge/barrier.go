@@ -9,9 +9,10 @@ import (
 
 // barrierState is a child's barrier (see cancelled); guarded by child.mu.
 type barrierState struct {
-	out        bool // a barrier probe is out
-	again      bool // a cancellation went out since that probe was sent
-	distrusted bool // the child answered a request after it had taken its cancellation
+	out    bool      // a barrier probe is out
+	again  bool      // a cancellation went out since that probe was sent
+	doubt  time.Time // until when barriers settle nothing (see goesOn)
+	logged time.Time // when goesOn last logged at info
 }
 
 // cancelled is told that the cancellation of exchange id reached the
@@ -39,7 +40,7 @@ func (ch *child) cancelled(id int64) {
 		}
 	}
 	b := &ch.barrier
-	if b.distrusted {
+	if now.Before(b.doubt) {
 		ch.mu.Unlock()
 		return
 	}
@@ -63,7 +64,8 @@ func (ch *child) runBarrier() {
 		_, err := ch.internal(context.Background(), method, params, ch.unsettledSpan())
 		ch.mu.Lock()
 		b := &ch.barrier
-		if err == nil && !b.distrusted {
+		doubted := time.Now().Before(b.doubt)
+		if err == nil && !doubted {
 			// Only those whose cancellation went in before the probe: one
 			// never told to cancel (a tasks/cancel whose client left, a
 			// cancellation still on its way) is still the child's to run.
@@ -76,7 +78,7 @@ func (ch *child) runBarrier() {
 				}
 			}
 		}
-		again := b.again && err == nil && !b.distrusted
+		again := b.again && err == nil && !doubted
 		b.again = false
 		if !again {
 			b.out = false
@@ -90,9 +92,41 @@ func (ch *child) runBarrier() {
 // barLocked marks the ended exchange id as settled by a barrier, so that an
 // answer to it from now on shows the child went on with it; ch.mu is held.
 func (ch *child) barLocked(id int64) {
+	now := time.Now()
 	for i := range ch.recent {
 		if ch.recent[i].id == id {
-			ch.recent[i].barred = true
+			ch.recent[i].barred = now
 		}
+	}
+}
+
+// goesOn is told, ch.mu held, that the child answered exchange id after a
+// barrier had settled it: it went on with a call after taking its
+// cancellation (a check for it that came too late, or none). For
+// unsettledSpan from now barriers settle nothing, and the other calls
+// barriers settled within that span count again, as the calls whose
+// clients left count without barriers. (A doubt that lasts, rather than
+// one for good: a child whose answer raced its cancellation by a few
+// milliseconds would otherwise have its questions refused for its whole
+// life after every cancellation.)
+func (ch *child) goesOn(id int64) {
+	now := time.Now()
+	span := ch.unsettledSpan()
+	b := &ch.barrier
+	if !now.Before(b.doubt) && now.Sub(b.logged) >= time.Minute {
+		b.logged = now
+		ch.log.Info("the child answered a call after it had taken its cancellation; for a while its questions and log lines wait out the calls whose clients left, as they do without the probe (logged once a minute at most)",
+			"id", id, "for", span)
+	}
+	b.doubt = now.Add(span)
+	for i := range ch.recent {
+		e := &ch.recent[i]
+		if e.id == id || e.barred.IsZero() {
+			continue
+		}
+		if now.Sub(e.barred) < span {
+			ch.unsettle(e.id)
+		}
+		e.barred = time.Time{}
 	}
 }

@@ -276,7 +276,7 @@ type endedExchange struct {
 	id       int64
 	ctx      context.Context // its call's, for the values of a log line
 	answered bool
-	barred   bool // retired unanswered, and settled by a barrier (see cancelled)
+	barred   time.Time // retired unanswered, and settled by a barrier then (see cancelled); zero: not
 }
 
 // remember notes that ex ended; ch.mu is held.
@@ -293,11 +293,10 @@ func (ch *child) endedAs(id int64) (endedExchange, bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	ch.settleLocked(id) // answered late: the child is done with it
-	for _, e := range ch.recent {
-		if e.id == id && e.barred {
-			// An answer to a request the child had taken the cancellation
-			// of: it goes on with cancelled calls (see cancelled).
-			ch.barrier.distrusted = true
+	for i := range ch.recent {
+		if e := &ch.recent[i]; e.id == id && !e.barred.IsZero() {
+			e.barred = time.Time{}
+			ch.goesOn(id)
 		}
 	}
 	for _, e := range ch.recent {
