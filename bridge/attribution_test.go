@@ -30,6 +30,33 @@ func drain(t *testing.T, c *call) (notes [][]byte, resp []byte) {
 	}
 }
 
+// legacyBubble is a world inside a synctest bubble, on a 2025 child that
+// replies as auto says, with an idle timeout of an hour.
+func legacyBubble(t *testing.T, auto autoReply) (*world, *fakeChild) {
+	w := &world{t: t, children: make(chan *fakeChild, 8), auto: auto}
+	w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Hour}))
+	child := <-w.children
+	t.Cleanup(func() {
+		w.b.Close(context.Background())
+		child.exit()
+	})
+	return w, child
+}
+
+// bubbleExpect is the next message of method the child gets, others
+// skipped. It reads the channel itself: next's ten-second guard would fire
+// first on the bubble's clock.
+func bubbleExpect(t *testing.T, child *fakeChild, method string) *jsonrpc.Message {
+	t.Helper()
+	for m := range child.got {
+		if m.Method == method {
+			return m
+		}
+	}
+	t.Fatalf("no %s for the child", method)
+	return nil
+}
+
 // readyChild is the world's first child once its handshake is done.
 func readyChild(t *testing.T, w *world) *child {
 	t.Helper()
@@ -137,23 +164,8 @@ func TestQuestionOfACallWhoseClientLeftIsNotRelayed(t *testing.T) {
 func TestCallWhoseClientLeftCountsForAWhile(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true, ignorePing: true}}
-		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Hour}))
-		child := <-w.children
-		defer child.exit()
-		defer w.b.Close(context.Background())
-		// Read the channel itself: next's ten-second guard would fire first
-		// on the bubble's clock.
-		expect := func(method string) *jsonrpc.Message {
-			t.Helper()
-			for m := range child.got {
-				if m.Method == method {
-					return m
-				}
-			}
-			t.Fatalf("no %s for the child", method)
-			return nil
-		}
+		w, child := legacyBubble(t, autoReply{initialize: true, ignorePing: true})
+		expect := func(method string) *jsonrpc.Message { return bubbleExpect(t, child, method) }
 		a, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"a","method":"tools/call"}`), legacyStreamer)
 		if err != nil {
 			t.Fatal(err)
@@ -303,21 +315,8 @@ func TestCallRetiredWhileItsWriteWaitedDoesNotCount(t *testing.T) {
 func TestQuestionsFlowOnceTheChildTookTheCancellation(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
-		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Hour}))
-		child := <-w.children
-		defer child.exit()
-		defer w.b.Close(context.Background())
-		expect := func(method string) *jsonrpc.Message {
-			t.Helper()
-			for m := range child.got {
-				if m.Method == method {
-					return m
-				}
-			}
-			t.Fatalf("no %s for the child", method)
-			return nil
-		}
+		w, child := legacyBubble(t, autoReply{initialize: true})
+		expect := func(method string) *jsonrpc.Message { return bubbleExpect(t, child, method) }
 		leaveOne := func(id string) *jsonrpc.Message {
 			gone, leave := context.WithCancel(context.Background())
 			a, err := callOn(w.b, gone, request(t, `{"jsonrpc":"2.0","id":"`+id+`","method":"tools/call"}`), legacyStreamer)
@@ -385,21 +384,8 @@ func TestQuestionsFlowOnceTheChildTookTheCancellation(t *testing.T) {
 func TestBarrierSettlesOnlyWhatItFollows(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		w := &world{t: t, children: make(chan *fakeChild, 8), auto: autoReply{initialize: true}}
-		w.b = New(w.start, strict(t, Options{Era: EraLegacy, IdleTimeout: time.Hour}))
-		child := <-w.children
-		defer child.exit()
-		defer w.b.Close(context.Background())
-		expect := func(method string) *jsonrpc.Message {
-			t.Helper()
-			for m := range child.got {
-				if m.Method == method {
-					return m
-				}
-			}
-			t.Fatalf("no %s for the child", method)
-			return nil
-		}
+		w, child := legacyBubble(t, autoReply{initialize: true})
+		expect := func(method string) *jsonrpc.Message { return bubbleExpect(t, child, method) }
 		leave := func(body, method string) *jsonrpc.Message {
 			gone, leave := context.WithCancel(context.Background())
 			c, err := callOn(w.b, gone, request(t, body), legacyStreamer)
