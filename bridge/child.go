@@ -157,7 +157,7 @@ func (ch *child) forget(ex *exchange) {
 func (ch *child) retire(ex *exchange) bool {
 	// A client's call, or the gateway's own request (a resources/subscribe
 	// it makes for a listen), that the child may still be working on.
-	reached := (ex.isCall() || ex.internal && ex.method != mcp.MethodListen && mayAsk(ex.method)) && ex.mayHaveReached() // ex.mu before ch.mu
+	reached := (ex.isCall() || ex.internal && forAClient(ex.method)) && ex.mayHaveReached() // ex.mu before ch.mu
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.pending[ex.id] != ex {

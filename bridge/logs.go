@@ -25,8 +25,8 @@ func (ch *child) routeLog(m *jsonrpc.Message) {
 			continue // listens do not log
 		}
 		if ex.internal {
-			if mayAsk(ex.method) {
-				total++ // the gateway's own request, maybe made for a client
+			if forAClient(ex.method) {
+				total++ // the gateway's own request, made for a client (see forAClient)
 			}
 			continue
 		}

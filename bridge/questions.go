@@ -315,7 +315,7 @@ func (c *call) inputResponse(key string) ([]byte, bool) {
 // onlyExchange is the exchange a question from the child belongs to, when
 // the gateway can tell: the one call in flight, or, with none, the one call
 // parked waiting for its client's answers, when none of the gateway's own
-// requests that a question could be about is in flight either. nil
+// requests made for a client (see forAClient) is in flight either. nil
 // otherwise, with how many calls it could have been (the gateway's own
 // requests among them).
 func (ch *child) onlyExchange() (*exchange, int) {
@@ -326,7 +326,7 @@ func (ch *child) onlyExchange() (*exchange, int) {
 		case ex.method == mcp.MethodListen:
 			continue // a listen asks nothing
 		case ex.internal:
-			if mayAsk(ex.method) {
+			if forAClient(ex.method) {
 				own++ // the gateway's own request, maybe made for a client (a subscribe)
 			}
 			continue
@@ -352,15 +352,13 @@ func (ch *child) onlyExchange() (*exchange, int) {
 	return nil, len(active) + len(parked) + own
 }
 
-// mayAsk reports whether the child may ask a question while serving the
-// gateway's own request of method: not while it answers a liveness probe
-// or the handshake, which carry nothing of a client's.
-func mayAsk(method string) bool {
-	switch method {
-	case mcp.MethodPing, mcp.MethodInitialize, mcp.MethodDiscover:
-		return false
-	}
-	return true
+// forAClient reports whether the gateway's own request of method is made
+// for one client, with what that client asked (a subscribe names its
+// listen's resources): a question or log line the child writes while
+// serving it may be about it. Its other requests (probes, the handshake,
+// its tools/list, logging/setLevel) carry nothing of a client's.
+func forAClient(method string) bool {
+	return method == mcp.MethodSubscribe || method == mcp.MethodUnsubscribe
 }
 
 // respond delivers a client's answer to the question it answers, and
