@@ -203,6 +203,32 @@ func TestModernClientGetsNoLegacyTasks(t *testing.T) {
 	}
 }
 
+// A 2026 client cannot ask a 2025 child for a task with 2025-11-25's
+// params.task (2026-07-28 has no such opt-in): the child never sees it,
+// and would answer in a shape the client cannot read. A 2025 client can.
+func TestModernClientCannotOptIntoLegacyTask(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, legacy(), autoReply{initialize: true})
+	ch := w.child()
+	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","task":{"ttl":60000}}}`
+	_, err := callOn(w.b, context.Background(), request(t, call), Caller{Modern: true})
+	if e, ok := errors.AsType[*jsonrpc.Error](err); !ok || e.Code != jsonrpc.CodeInvalidParams || !strings.Contains(e.Message, "params.task") {
+		t.Fatalf("a 2026 client's params.task: %v, want invalid params naming it", err)
+	}
+	c, err := callOn(w.b, context.Background(), request(t, call), Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := ch.next(); m.Method != "tools/call" || !strings.Contains(string(m.Raw), `"task":{"ttl":60000}`) {
+		t.Fatalf("child got %s first, want the 2025 client's task-augmented call", m.Raw)
+	} else {
+		ch.send(`{"jsonrpc":"2.0","id":%s,"result":{"task":{"taskId":"t","status":"working"}}}`, m.ID)
+	}
+	if _, err := c.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The tasks remembered are bounded: the oldest is forgotten first, and an
 // id too long to keep is not kept.
 func TestTaskHomesAreBounded(t *testing.T) {

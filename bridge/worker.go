@@ -284,6 +284,13 @@ func (w *worker) call(ctx context.Context, req *mcp.Request, caller Caller, s *s
 		s.release()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf(
 			"method not found: the child speaks a 2025 revision, whose tasks are not the %s extension's, and the gateway does not translate them", mcp.TasksExtension)}
+	case caller.Modern && legacy && hasParam(req, mcp.ParamTask):
+		// 2026-07-28 has no per-request task opt-in; forwarded, it would
+		// make the child answer with a 2025-11-25 task, which the client
+		// cannot read and the gateway does not translate.
+		s.release()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"params.task asks for a 2025-11-25 task, which 2026-07-28 does not have (its tasks are the %s extension's); the child speaks a 2025 revision and the gateway does not translate them", mcp.TasksExtension)}
 	}
 	if caller.LogLevel != "" {
 		ch.ensureLogLevel(caller.LogLevel)
@@ -309,6 +316,11 @@ func (w *worker) call(ctx context.Context, req *mcp.Request, caller Caller, s *s
 		return nil, ended(err)
 	}
 	return c, nil
+}
+
+func hasParam(req *mcp.Request, name string) bool {
+	_, ok := req.Param(name)
+	return ok
 }
 
 // notify handles a notification from a client. Those that only make sense

@@ -25,16 +25,17 @@ const (
 	ParamReason          = "reason"          // notifications/cancelled
 	ParamNotifications   = "notifications"   // subscriptions/listen
 	ParamRef             = "ref"             // completion/complete: the prompt or resource completed
+	ParamTask            = "task"            // 2025-11-25: a task-augmented request
 )
 
 // readParams and readMeta are the members Read finds, in the order of the
 // arrays in Request.
-const nParams, nMeta = 15, 7
+const nParams, nMeta = 16, 7
 
 func readParams() [nParams]string {
 	return [nParams]string{ParamName, ParamURI, ParamTaskID, ParamArguments, ParamMeta, ParamRequestState,
 		ParamInputResponses, ParamLevel, ParamProtocolVersion, ParamCapabilities, ParamClientInfo,
-		ParamRequestID, ParamReason, ParamNotifications, ParamRef}
+		ParamRequestID, ParamReason, ParamNotifications, ParamRef, ParamTask}
 }
 
 func readMeta() [nMeta]string {
@@ -180,6 +181,8 @@ func paramIndex(name string) int {
 		return 13
 	case ParamRef:
 		return 14
+	case ParamTask:
+		return 15
 	}
 	panic(fmt.Sprintf("mcp: params.%s is not a member Read reads", name))
 }
