@@ -618,6 +618,89 @@ func TestParkedCallResumesOnlyForItsCaller(t *testing.T) {
 	}
 }
 
+// A retry is the request it continues, arguments included: one with other
+// arguments would get the answer to the parked call's, which the child
+// works on. It is refused as a retry for another tool is, reaches nothing
+// of the child's, and leaves the call parked for the retry that is the
+// request again, however the client spells its arguments this time.
+func TestRetryWithOtherArgumentsIsRefused(t *testing.T) {
+	t.Parallel()
+	const (
+		ada        = `{"who":{"name":"Ada","born":1815},"tags":["a","b"]}`
+		adaAgain   = "{ \"tags\" : [\"\\u0061\",\"b\"],\n\t\"who\":{\"born\":1.815e3,\"name\":\"Ada\"} }"
+		dup        = `{"n":1,"n":2}`
+		dupSpaced  = `{"n":1, "n":2}`
+		noArgsNull = `null`
+	)
+	for _, tc := range []struct {
+		name, method, first, other, again string // arguments; "" for none
+	}{
+		{name: "tool", method: "tools/call", first: ada, other: `{"who":{"name":"Bob","born":1815},"tags":["a","b"]}`, again: adaAgain},
+		{name: "tool, arguments left out", method: "tools/call", first: ada, other: "", again: ada},
+		{name: "tool, a number's value", method: "tools/call", first: `{"n":9007199254740993}`, other: `{"n":9007199254740992}`, again: `{"n":9007199254740993.0}`},
+		{name: "tool without arguments", method: "tools/call", first: "", other: `{"x":1}`, again: `{}`},
+		{name: "tool with null arguments", method: "tools/call", first: noArgsNull, other: `[]`, again: ""},
+		{name: "prompt", method: "prompts/get", first: `{"style":"terse","lang":"en"}`, other: `{"style":"terse","lang":"fr"}`, again: `{"lang":"en","style":"terse"}`},
+		// Decoders read a key twice differently: only the same bytes
+		// are the same arguments.
+		{name: "a key twice", method: "tools/call", first: dup, other: dupSpaced, again: dup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, legacy(), autoReply{initialize: true})
+			child := w.child()
+			params := func(args, more string) string {
+				p := `{"name":"ask"`
+				if args != "" {
+					p += `,"arguments":` + args
+				}
+				return p + more + `}`
+			}
+			c, err := callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"first","method":"`+tc.method+`","params":`+params(tc.first, "")+`}`), modernAsker)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := child.expect(tc.method)
+			child.send(`{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{"message":"?"}}`)
+			resp, err := c.wait()
+			var irr struct {
+				Result struct {
+					RequestState string `json:"requestState"`
+				} `json:"result"`
+			}
+			if json.Unmarshal(resp, &irr); err != nil || irr.Result.RequestState == "" {
+				t.Fatalf("first answer = %s, %v", resp, err)
+			}
+			retry := func(args, answer, meta string, who Caller) (*call, error) {
+				return callOn(w.b, context.Background(), request(t, `{"jsonrpc":"2.0","id":"second","method":"`+tc.method+`","params":`+
+					params(args, `,"inputResponses":{"q":{"action":"accept","content":{"answer":"`+answer+`"}}},"requestState":"`+irr.Result.RequestState+`"`+meta)+`}`), who)
+			}
+			mallory := modernAsker
+			mallory.Principal = "mallory"
+			if _, err := retry(tc.other, "mallory", "", mallory); gatewayCode(t, err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "no longer waiting") {
+				t.Errorf("another caller's retry with other arguments: %v, want it told nothing waits", err)
+			}
+			if _, err := retry(tc.other, "wrong", "", modernAsker); gatewayCode(t, err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), `request for "ask" with other arguments`) {
+				t.Errorf("a retry with other arguments: %v", err)
+			}
+			// _meta is not the arguments.
+			r, err := retry(tc.again, "right", `,"_meta":{"progressToken":7}`, modernAsker)
+			if err != nil {
+				t.Fatalf("the retry that is the request again: %v", err)
+			}
+			// The first line the child gets after the refusal is the answer
+			// the right retry brought.
+			if got := child.next(); string(got.ID) != `"q"` || !contains(got.Result, `"right"`) {
+				t.Fatalf("child got %s, want the right retry's answer to q", got.Raw)
+			}
+			child.send(`{"jsonrpc":"2.0","id":%s,"result":{"messages":[],"content":[]}}`, req.ID)
+			if final, err := r.wait(); err != nil || !contains(final, `"id":"second"`) || !contains(final, `"resultType":"complete"`) {
+				t.Errorf("the right retry got %s, %v", final, err)
+			}
+		})
+	}
+}
+
 // A burst of the child's own requests, more than there are writers for
 // their answers, gets every answer: the rest wait their turn.
 func TestEveryRequestOfABurstIsAnswered(t *testing.T) {

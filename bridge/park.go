@@ -22,7 +22,9 @@ import (
 // answers the client's request with the questions and a requestState of
 // its own, and resumes the exchange when the retry comes: it answers the
 // child's questions and the retry's HTTP request gets the exchange's
-// answer.
+// answer. A retry must therefore be the request parked, but for its
+// answers and _meta: the same method, target and arguments (see
+// arguments).
 //
 // The requestState names the parked exchange and is signed, because the
 // spec says to treat it as attacker-controlled. An exchange not resumed
@@ -60,7 +62,7 @@ func (ch *child) park(ex *exchange) {
 		return // its client left meanwhile; its ending retires the exchange
 	}
 	s := c.takeSlot()
-	irr, parked := q.park(ex, c.caller, targetOf(c.req), s)
+	irr, parked := q.park(ex, c.caller, targetOf(c.req), bindArguments(c.req), s)
 	if !parked {
 		s.release()
 		c.deliver(nil, errUnavailable("the child process exited while the call waited for its client's input; the call was lost"))
@@ -70,11 +72,11 @@ func (ch *child) park(ex *exchange) {
 	c.deliver(jsonrpc.NewResult(c.clientID, irr), nil)
 }
 
-// park records the exchange as parked for caller's retry, holding s, and
-// returns the InputRequiredResult for the client. It fails when the
-// exchange has left the pending table meanwhile (its child's service
-// ended).
-func (q *questions) park(ex *exchange, caller Caller, target string, s *slot) ([]byte, bool) {
+// park records the exchange as parked for caller's retry of the request
+// for target with args, holding s, and returns the InputRequiredResult for
+// the client. It fails when the exchange has left the pending table
+// meanwhile (its child's service ended).
+func (q *questions) park(ex *exchange, caller Caller, target string, args arguments, s *slot) ([]byte, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := q.open[ex]
@@ -82,7 +84,7 @@ func (q *questions) park(ex *exchange, caller Caller, target string, s *slot) ([
 		return nil, false
 	}
 	ex.setOwner(nil)
-	st.parkedFor, st.target, st.slot = caller, target, s
+	st.parkedFor, st.target, st.args, st.slot = caller, target, args, s
 	st.round++
 	st.timer = time.AfterFunc(ex.ch.b.opts.IdleTimeout, func() { q.abandon(ex) })
 	q.parked[ex.id] = ex
@@ -211,32 +213,25 @@ func (q *questions) stateOf(req *mcp.Request) (id int64, round int, ours bool, e
 func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id int64, round int) (Call, error) {
 	q := b.q
 	q.mu.Lock()
-	ex := q.parked[id]
-	if ex == nil {
+	ex, st, err := q.waitingLocked(req, caller, id, round)
+	if err != nil {
 		q.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: "requestState names a request that is no longer waiting (it timed out, the server restarted, or another retry continued it); send the request again without requestState"}
+		return nil, err
 	}
-	st := q.open[ex]
-	switch {
-	case st.parkedFor.Principal != caller.Principal:
-		// Said as for a state that names nothing: another caller learns
-		// nothing from holding it.
+	args, target := st.args, st.target
+	q.mu.Unlock()
+	// Outside q.mu: the arguments may be large, and telling them apart
+	// from the call's may take reading them through.
+	if !args.match(req) {
+		// The answer would be to other arguments than the request's: the
+		// child works on the call's.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("requestState belongs to a %s request for %q with other arguments; a retry sends the original request again", ex.method, target)}
+	}
+	q.mu.Lock()
+	if _, st, err = q.waitingLocked(req, caller, id, round); err != nil {
+		// Resumed meanwhile by another retry, or given up.
 		q.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: "requestState names a request that is no longer waiting (it timed out, the server restarted, or another retry continued it); send the request again without requestState"}
-	case ex.method != req.Method:
-		q.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("requestState belongs to a %s request, not %s", ex.method, req.Method)}
-	case targetOf(req) != st.target:
-		// The answer would be another tool's (or prompt's, or
-		// resource's) than the request names: the one the policy, the
-		// audit and Mcp-Name saw.
-		q.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("requestState belongs to a %s request for %q, not %q; a retry sends the original request again", ex.method, st.target, targetOf(req))}
-	case round != st.round:
-		q.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this requestState is from an earlier round; use the latest one"}
+		return nil, err
 	}
 	responses, _ := req.Param(mcp.ParamInputResponses)
 	replies, methods, err := st.answeredBy(responses)
@@ -279,6 +274,86 @@ func (b *Bridge) resume(ctx context.Context, req *mcp.Request, caller Caller, id
 	}
 	ex.ch.sendReplies(ctx, replies, methods)
 	return c, nil
+}
+
+// waitingLocked is the parked exchange a retry's requestState names, with
+// its questions, or the error that refuses the retry: the exchange no
+// longer waits, it waits for another caller, the retry is for another
+// method or target, or it is an earlier round's. Its arguments are checked
+// apart (see arguments). A refused retry changes nothing.
+func (q *questions) waitingLocked(req *mcp.Request, caller Caller, id int64, round int) (*exchange, *asking, error) {
+	ex := q.parked[id]
+	if ex == nil {
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+			Message: "requestState names a request that is no longer waiting (it timed out, the server restarted, or another retry continued it); send the request again without requestState"}
+	}
+	st := q.open[ex]
+	switch {
+	case st.parkedFor.Principal != caller.Principal:
+		// Said as for a state that names nothing: another caller learns
+		// nothing from holding it.
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+			Message: "requestState names a request that is no longer waiting (it timed out, the server restarted, or another retry continued it); send the request again without requestState"}
+	case ex.method != req.Method:
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("requestState belongs to a %s request, not %s", ex.method, req.Method)}
+	case targetOf(req) != st.target:
+		// The answer would be another tool's (or prompt's, or
+		// resource's) than the request names: the one the policy, the
+		// audit and Mcp-Name saw.
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("requestState belongs to a %s request for %q, not %q; a retry sends the original request again", ex.method, st.target, targetOf(req))}
+	case round != st.round:
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this requestState is from an earlier round; use the latest one"}
+	}
+	return ex, st, nil
+}
+
+// arguments is what a parked call's arguments were, for its retry to be
+// checked against: two digests, not the arguments, which may be as large
+// as a request body and would be kept for as long as the call is parked.
+// A retry whose bytes are the call's matches on the first digest without
+// being decoded; one a client serialised again (other whitespace, member
+// order or escapes) matches on the second.
+type arguments struct {
+	raw       [32]byte // SHA-256 of the bytes as the client sent them
+	canon     [32]byte // their jsonrpc.CanonicalSum
+	canonical bool     // false when they have none (a key twice): only the same bytes match
+}
+
+// bindArguments is the arguments of the request being parked. It reads
+// them through, on the reader, at each park: parks are few, while retries
+// that send the same bytes again, the most, then cost one digest each.
+func bindArguments(req *mcp.Request) arguments {
+	args := argumentsOf(req)
+	a := arguments{raw: sha256.Sum256(args)}
+	var err error
+	a.canon, err = jsonrpc.CanonicalSum(args)
+	a.canonical = err == nil
+	return a
+}
+
+// match reports whether a retry's arguments are the parked call's.
+func (a arguments) match(req *mcp.Request) bool {
+	args := argumentsOf(req)
+	if sha256.Sum256(args) == a.raw {
+		return true
+	}
+	if !a.canonical {
+		return false
+	}
+	sum, err := jsonrpc.CanonicalSum(args)
+	return err == nil && sum == a.canon
+}
+
+// argumentsOf is the arguments of a tools/call or prompts/get, on which
+// its answer depends beyond its target; {} for none (absent or null, which
+// a child reads alike) and for other methods, which have none.
+func argumentsOf(req *mcp.Request) []byte {
+	if req != nil && (req.Method == mcp.MethodToolsCall || req.Method == mcp.MethodPromptsGet) {
+		if args, ok := req.Param(mcp.ParamArguments); ok && string(args) != "null" {
+			return args
+		}
+	}
+	return []byte("{}")
 }
 
 // answeredBy takes the questions a retry's inputResponses answer out of

@@ -125,6 +125,7 @@ type asking struct {
 	// While parked.
 	parkedFor Caller
 	target    string           // the parked request's tool, prompt or resource (see mcp.NameField)
+	args      arguments        // the parked request's arguments
 	round     int              // how many times the exchange has been parked
 	slot      *slot            // the call's slot, held for the retry
 	timer     *time.Timer      // abandons the parking when no retry comes

@@ -460,3 +460,79 @@ func TestRelativeCommandInChildDir(t *testing.T) {
 		t.Fatalf("not ready: %+v", r)
 	}
 }
+
+// A 2025 child's question parks a 2026 client's call; the retry must be
+// the request again, arguments included (however the client spells them
+// this time): one with other arguments is refused as one for another tool
+// is, never reaching the child, and the call still waits for the right
+// one.
+func TestRetryIsBoundToItsArguments(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil, "--", gatewayBin, "demo", "-era", "legacy")
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
+	post := func(tool, params string) (int, []byte) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `",` + params + `,` + meta + `}}`
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	status, first := post("test_elicitation", `"arguments":{"message":"who?"}`)
+	var irr struct {
+		Result struct {
+			ResultType    string                     `json:"resultType"`
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  string                     `json:"requestState"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(first, &irr); status != 200 || irr.Result.ResultType != "input_required" || len(irr.Result.InputRequests) != 1 {
+		t.Fatalf("the first answer: %d %s, want input_required", status, first)
+	}
+	var key string
+	for k := range irr.Result.InputRequests {
+		key = k
+	}
+	keyJSON, _ := json.Marshal(key)
+	retry := func(tool, args, username string) (int, []byte) {
+		return post(tool, `"arguments":`+args+`,"requestState":"`+irr.Result.RequestState+`","inputResponses":{`+string(keyJSON)+
+			`:{"action":"accept","content":{"username":"`+username+`","email":"e@x"}}}`)
+	}
+	refused := func(status int, body []byte) rpcError {
+		t.Helper()
+		var e rpcError
+		if json.Unmarshal(body, &e); status != 400 || e.Error.Code != -32602 {
+			t.Errorf("%d %s, want 400 and -32602", status, body)
+		}
+		return e
+	}
+	otherTool := refused(retry("echo", `{"message":"who?"}`, "mallory"))
+	otherArgs := refused(retry("test_elicitation", `{"message":"who else?"}`, "mallory"))
+	if !strings.Contains(otherArgs.Error.Message, "with other arguments") || otherArgs.Error.Data != otherTool.Error.Data {
+		t.Errorf("the retry with other arguments: %+v; the one for another tool: %+v", otherArgs.Error, otherTool.Error)
+	}
+	// The same arguments, spelt otherwise.
+	status, final := retry("test_elicitation", "{ \"message\" : \"who\\u003f\" }", "ada")
+	if status != 200 || !strings.Contains(string(final), `\"username\":\"ada\"`) || strings.Contains(string(final), "mallory") {
+		t.Errorf("the right retry: %d %s, want ada's answer", status, final)
+	}
+	calls := 0
+	for _, r := range demoReceived(t, g.URL, 0).Requests {
+		if r.Method == "tools/call" && r.Tool != "received" {
+			calls++
+		}
+	}
+	if calls != 1 {
+		t.Errorf("the child got %d calls, want the one parked", calls)
+	}
+}
