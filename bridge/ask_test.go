@@ -701,6 +701,26 @@ func TestRetryWithOtherArgumentsIsRefused(t *testing.T) {
 	}
 }
 
+// Arguments over maxCanonicalArguments are not read through at a park (it
+// runs on the child's reader): only the same bytes match them; smaller ones
+// match when written otherwise.
+func TestLargeArgumentsMatchOnlyTheSameBytes(t *testing.T) {
+	req := func(args string) *mcp.Request {
+		return request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":`+args+`}}`)
+	}
+	for _, size := range []int{maxCanonicalArguments - 100, maxCanonicalArguments + 1} {
+		text := strings.Repeat("x", size)
+		args, respaced := `{"a":1,"t":"`+text+`"}`, `{ "t" : "`+text+`", "a" : 1 }`
+		bound := bindArguments(req(args))
+		if !bound.match(req(args)) {
+			t.Errorf("%d bytes: the same bytes do not match", size)
+		}
+		if got, want := bound.match(req(respaced)), size <= maxCanonicalArguments; got != want {
+			t.Errorf("%d bytes written otherwise: match %v, want %v", size, got, want)
+		}
+	}
+}
+
 // A burst of the child's own requests, more than there are writers for
 // their answers, gets every answer: the rest wait their turn.
 func TestEveryRequestOfABurstIsAnswered(t *testing.T) {

@@ -325,11 +325,20 @@ type arguments struct {
 func bindArguments(req *mcp.Request) arguments {
 	args := argumentsOf(req)
 	a := arguments{raw: sha256.Sum256(args)}
+	if len(args) > maxCanonicalArguments {
+		return a
+	}
 	var err error
 	a.canon, err = jsonrpc.CanonicalSum(args)
 	a.canonical = err == nil
 	return a
 }
+
+// maxCanonicalArguments bounds the arguments read through at a park, on
+// the goroutine that reads the child for every client (a MiB of tiny
+// objects takes tens of milliseconds): larger ones match only the same
+// bytes, which is what a client that sends its request again sends.
+const maxCanonicalArguments = 64 << 10
 
 // match reports whether a retry's arguments are the parked call's.
 func (a arguments) match(req *mcp.Request) bool {
@@ -337,7 +346,8 @@ func (a arguments) match(req *mcp.Request) bool {
 	if sha256.Sum256(args) == a.raw {
 		return true
 	}
-	if !a.canonical {
+	if !a.canonical || len(args) > 4*maxCanonicalArguments {
+		// Spaces alone do not make arguments four times larger.
 		return false
 	}
 	sum, err := jsonrpc.CanonicalSum(args)
