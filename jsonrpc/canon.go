@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"hash"
 	"slices"
@@ -35,6 +36,11 @@ func CanonicalSum(b []byte) (sum [32]byte, err error) {
 		return sum, c.fail(i, "empty input")
 	}
 	i, err = c.value(i, 0, 0, c.top)
+	if errors.Is(err, ErrNoCanonicalForm) && !json.Valid(b) {
+		// The reading stopped at the key; what follows may not be JSON,
+		// and then b is not a value at all.
+		return sum, c.fail(i, "not a JSON value")
+	}
 	if err != nil {
 		return sum, err
 	}
