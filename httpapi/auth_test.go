@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -428,6 +429,12 @@ func TestRefusalsAreOneLineSayingWhy(t *testing.T) {
 				out = append(out, rec)
 			}
 		}
+		// In the order the requests came: a request's line is written
+		// once its answer is out, and the client's next request may be
+		// logged first. Request ids sort as they were given.
+		slices.SortFunc(out, func(a, b map[string]any) int {
+			return strings.Compare(fmt.Sprint(a["request_id"]), fmt.Sprint(b["request_id"]))
+		})
 		return out
 	}
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
