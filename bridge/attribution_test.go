@@ -281,14 +281,19 @@ func TestCallThatNeverReachedTheChildDoesNotCount(t *testing.T) {
 }
 
 // A call retired while its request waited to be written (its client left
-// then) counts as maybe running until the write gives up; then it never
-// reached the child, and counts no more.
+// then) counts as maybe running until the write gives up, and keeps its
+// slot; then it never reached the child, and counts no more: its slot
+// comes back.
 func TestCallRetiredWhileItsWriteWaitedDoesNotCount(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, Options{Era: EraLegacy, IdleTimeout: time.Minute}, autoReply{initialize: true})
 	w.child()
 	ch := readyChild(t, w)
-	c := ch.newCall(context.Background(), callSpec{req: request(t, `{"jsonrpc":"2.0","id":"a","method":"tools/call"}`), caller: legacyStreamer})
+	_, s, err := w.b.acquire(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ch.newCall(context.Background(), callSpec{req: request(t, `{"jsonrpc":"2.0","id":"a","method":"tools/call"}`), caller: legacyStreamer, slot: s})
 	ex := c.newExchange()
 	*ex = exchange{ch: ch, id: ch.b.ids.Add(1), method: c.method, clientID: c.clientID, ctx: c.ctx, call: c}
 	if _, err := ch.register(ex); err != nil {
@@ -298,12 +303,12 @@ func TestCallRetiredWhileItsWriteWaitedDoesNotCount(t *testing.T) {
 		t.Fatal("attach failed")
 	}
 	c.Cancel("client disconnected") // retired while the write is under way
-	if n, _ := ch.stillRunning(); n != 1 {
-		t.Fatalf("stillRunning = %d while the write may still go out, want 1", n)
+	if n, _ := ch.stillRunning(); n != 1 || w.b.Stats().InFlight != 1 {
+		t.Fatalf("stillRunning = %d, %d in flight while the write may still go out, want 1 and 1", n, w.b.Stats().InFlight)
 	}
 	ex.writeDone(context.Canceled) // the write gave up: nothing went out
-	if n, more := ch.stillRunning(); n != 0 || more {
-		t.Errorf("stillRunning = %d, %v after the write gave up; want 0, false", n, more)
+	if n, more := ch.stillRunning(); n != 0 || more || w.b.Stats().InFlight != 0 {
+		t.Errorf("stillRunning = %d, %v, %d in flight after the write gave up; want 0, false, 0", n, more, w.b.Stats().InFlight)
 	}
 }
 

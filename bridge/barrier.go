@@ -39,6 +39,9 @@ func (ch *child) cancelled(id int64) {
 			u.told = now
 		}
 	}
+	if h := ch.held[id]; h != nil {
+		h.told = now
+	}
 	b := &ch.barrier
 	if now.Before(b.doubt) {
 		ch.mu.Unlock()
@@ -62,6 +65,7 @@ func (ch *child) runBarrier() {
 			method, params = mcp.MethodDiscover, mcp.ModernParams(ch.b.clientID, nil)
 		}
 		_, err := ch.internal(context.Background(), method, params, ch.unsettledSpan())
+		var freed []*heldSlot
 		ch.mu.Lock()
 		b := &ch.barrier
 		doubted := time.Now().Before(b.doubt)
@@ -77,15 +81,27 @@ func (ch *child) runBarrier() {
 					*u = unsettledExchange{}
 				}
 			}
+			// Their slots come back by the same rule (see holdLocked). A call
+			// that counts again later (see goesOn) does not take its slot
+			// back: a slot given to another call is not taken from it.
+			for id, h := range ch.held {
+				if !h.told.IsZero() && !h.told.After(sent) {
+					freed = append(freed, ch.unholdLocked(id))
+				}
+			}
 		}
 		again := b.again && err == nil && !doubted
 		b.again = false
 		if !again {
 			b.out = false
-			ch.mu.Unlock()
-			return
 		}
 		ch.mu.Unlock()
+		for _, h := range freed {
+			h.free()
+		}
+		if !again {
+			return
+		}
 	}
 }
 

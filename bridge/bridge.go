@@ -277,7 +277,7 @@ type Status struct {
 type WorkerStatus struct {
 	Ready    bool   // its child's handshake is done and it serves
 	Era      Era    // its child's era; "" before the handshake
-	InFlight int    // calls holding its slots, parked ones included
+	InFlight int    // calls holding its slots, parked ones and unsettled ones whose clients left included
 	Restarts uint64 // children it started after its first
 }
 
@@ -390,7 +390,7 @@ func (b *Bridge) WaitReady(ctx context.Context) error {
 
 // Stats are counters for tests and metrics.
 type Stats struct {
-	InFlight       int    // calls holding a worker's slot, parked ones included
+	InFlight       int    // calls holding a worker's slot, parked ones and unsettled ones whose clients left included
 	Queued         int    // calls waiting for a free worker
 	Listens        int    // listens open, across workers
 	Pending        int    // requests of clients waiting for a child (parked ones and listens included)

@@ -203,6 +203,9 @@ func TestCallerGoneBeforeWriteNeverReachesChild(t *testing.T) {
 	if _, err := callOn(w.b, ctx, request(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), Caller{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call with a done ctx = %v, want context.Canceled", err)
 	}
+	if st := w.b.Stats(); st.InFlight != 0 {
+		t.Errorf("%d slots in use after a call that never reached the child, want 0", st.InFlight)
+	}
 	c := w.call(context.Background(), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	m := child.next()
 	if m.Method != "tools/list" {

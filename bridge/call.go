@@ -314,7 +314,8 @@ func (c *call) claim() (*exchange, bool) {
 
 // deliver hands the end of the call to its owner, after letting go of
 // what the call held: a client that has seen its call end finds its slot
-// free. Only the ending that claimed the call calls it.
+// free, unless its child keeps it (see abort). Only the ending that
+// claimed the call calls it.
 func (c *call) deliver(resp []byte, err error) {
 	c.mu.Lock()
 	s, onEnd := c.slot, c.onEnd
@@ -354,26 +355,33 @@ func (c *call) end(resp []byte, err error) bool {
 // timed out or cancelled, or the request could not be sent. The exchange in
 // flight is retired first, so that a late answer is dropped; then the
 // child is told with reason, unless reason is "" or the child never got
-// the request (or has answered already).
+// the request (or has answered already). The call's slot goes with its
+// exchange: a child that may still be working on it keeps it until it
+// settles (see child.holdLocked); the client is not kept waiting for that.
 func (c *call) abort(err error, reason string) {
 	ex, ok := c.claim()
 	if !ok {
 		return
 	}
-	switch {
-	case ex != nil && ex.ch.retire(ex):
-		ex.setOwner(nil)
-		if ex.asked.Load() {
-			ex.ch.b.q.refuseAll(ex, "the call was cancelled")
+	var back *slot
+	if ex != nil {
+		var retired bool
+		retired, back = ex.ch.retire(ex, c.takeSlot())
+		if retired {
+			ex.setOwner(nil)
+			if ex.asked.Load() {
+				ex.ch.b.q.refuseAll(ex, "the call was cancelled")
+			}
+			ex.cancel(reason)
+		} else {
+			// The child's side took the exchange first (it answered, or it
+			// exited and its exchanges failed), and this ending won the call
+			// all the same: there is nothing left to cancel.
+			ex.ch.log.DebugContext(c.logCtx(), "exchange over before the cancellation", "id", ex.id, "method", clipped(c.method), "client_id", logged(c.clientID))
 		}
-		ex.cancel(reason)
-	case ex != nil:
-		// The child's side took the exchange first (it answered, or it
-		// exited and its exchanges failed), and this ending won the call
-		// all the same: there is nothing left to cancel.
-		ex.ch.log.DebugContext(c.logCtx(), "exchange over before the cancellation", "id", ex.id, "method", clipped(c.method), "client_id", logged(c.clientID))
 	}
 	c.b.q.dropInputs(c)
+	back.release() // as deliver releases a slot: before the owner can see the end
 	c.deliver(nil, err)
 }
 
@@ -402,7 +410,8 @@ func (c *call) give(s *slot) (back *slot) {
 	return nil
 }
 
-// takeSlot takes the call's slot away, for a parking to hold.
+// takeSlot takes the call's slot away, for a parking, or a child whose
+// call has ended unsettled (see abort), to hold.
 func (c *call) takeSlot() *slot {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -53,6 +53,9 @@ type child struct {
 	unsettled  [recentEnds]unsettledExchange
 	blindUntil time.Time
 	barrier    barrierState
+	// The slots of the calls among them, by exchange id, each kept until
+	// its exchange settles (see holdLocked); guarded by mu.
+	held map[int64]*heldSlot
 
 	done     chan struct{} // closed when the reader has stopped and every call has ended
 	ready    bool          // handshake done; guarded by worker.mu
@@ -153,30 +156,86 @@ func (ch *child) forget(ex *exchange) {
 
 // retire takes an exchange out of the pending table, so that a late answer
 // is dropped. It fails when the exchange was taken already (answered,
-// failed, retired).
-func (ch *child) retire(ex *exchange) bool {
+// failed, retired). s is the slot of the exchange's call, or nil: one the
+// child may still be working on keeps it until it settles (see holdLocked);
+// otherwise back is s, for the caller to release.
+func (ch *child) retire(ex *exchange, s *slot) (ok bool, back *slot) {
+	// ex.mu (before ch.mu) is held throughout, so that a write that fails
+	// meanwhile settles the exchange after it is unsettled here, not
+	// before (see writeDone), and gives back the slot kept for it.
+	ex.mu.Lock()
 	// A client's call, or the gateway's own request (a resources/subscribe
-	// it makes for a listen), that the child may still be working on.
-	reached := (ex.isCall() || ex.internal && forAClient(ex.method)) && ex.mayHaveReached() // ex.mu before ch.mu
+	// it makes for a listen), that the child may still be working on:
+	// written, or being written.
+	reached := (ex.isCall() || ex.internal && forAClient(ex.method)) && ex.write != notWritten
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	if ch.pending[ex.id] != ex {
-		return false
+		ch.mu.Unlock()
+		ex.mu.Unlock()
+		return false, s
 	}
 	ch.forget(ex)
 	ch.remember(ex, false)
+	var kept *slot
 	if reached {
 		ch.unsettle(ex.id)
+		if s != nil && s.w != nil {
+			ch.holdLocked(ex.id, s)
+			kept, s = s, nil
+		}
 	}
-	return true
+	ch.mu.Unlock()
+	ex.mu.Unlock()
+	if kept != nil {
+		kept.unsettled()
+	}
+	return true, s
 }
 
-// mayHaveReached reports whether the child may have the exchange's
-// request: written, or being written.
-func (ex *exchange) mayHaveReached() bool {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	return ex.write != notWritten
+// heldSlot is the slot of a call retired without its answer, kept while
+// the child may still be working on the call (see holdLocked).
+type heldSlot struct {
+	s     *slot
+	told  time.Time   // when its cancellation reached the child's input (see cancelled); zero: not (yet)
+	timer *time.Timer // gives it back once unsettledSpan has passed
+}
+
+// holdLocked keeps s, the slot of the exchange id just unsettled, until
+// the exchange settles as unsettle says (the child answers it, a barrier
+// settles it, unsettledSpan passes) or the child's service ends; ch.mu is
+// held. The client has its ending already, but MaxInFlight bounds what the
+// child runs: cancellation is advisory, and a child that goes on with
+// cancelled calls would otherwise run more than that at once.
+func (ch *child) holdLocked(id int64, s *slot) {
+	if ch.held == nil {
+		ch.held = make(map[int64]*heldSlot)
+	}
+	ch.held[id] = &heldSlot{s: s, timer: time.AfterFunc(ch.unsettledSpan(), func() { ch.unhold(id) })}
+}
+
+// unhold gives back the slot kept for exchange id, if any.
+func (ch *child) unhold(id int64) {
+	ch.mu.Lock()
+	h := ch.unholdLocked(id)
+	ch.mu.Unlock()
+	h.free()
+}
+
+// unholdLocked takes the slot kept for exchange id, for the caller to free
+// once ch.mu is no longer held; nil when none is.
+func (ch *child) unholdLocked(id int64) *heldSlot {
+	h := ch.held[id]
+	delete(ch.held, id)
+	return h
+}
+
+// free gives the slot back: whoever took h from child.held, alone.
+func (h *heldSlot) free() {
+	if h == nil {
+		return
+	}
+	h.timer.Stop()
+	h.s.release()
 }
 
 // unsettledExchange is an exchange retired without its answer, and when.
@@ -226,16 +285,20 @@ func (ch *child) unsettle(id int64) {
 // after all (its request never reached the child).
 func (ch *child) settle(id int64) {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	ch.settleLocked(id)
+	h := ch.settleLocked(id)
+	ch.mu.Unlock()
+	h.free()
 }
 
-func (ch *child) settleLocked(id int64) {
+// settleLocked settles the exchange id, and returns the slot kept for it,
+// for the caller to free once ch.mu is no longer held.
+func (ch *child) settleLocked(id int64) *heldSlot {
 	for i := range ch.unsettled {
 		if ch.unsettled[i].id == id {
 			ch.unsettled[i] = unsettledExchange{}
 		}
 	}
+	return ch.unholdLocked(id)
 }
 
 // stillRunning is how many exchanges retired without their answer the
@@ -291,8 +354,9 @@ func (ch *child) remember(ex *exchange, answered bool) {
 // one the child may still be working on (see unsettle).
 func (ch *child) endedAs(id int64) (endedExchange, bool) {
 	ch.mu.Lock()
+	h := ch.settleLocked(id) // answered late: the child is done with it
+	defer h.free()           // deferred first: runs once ch.mu is unlocked
 	defer ch.mu.Unlock()
-	ch.settleLocked(id) // answered late: the child is done with it
 	for i := range ch.recent {
 		if e := &ch.recent[i]; e.id == id && !e.barred.IsZero() {
 			e.barred = time.Time{}
@@ -333,10 +397,11 @@ func (ch *child) inFlight() []*exchange {
 
 // takeAll empties the pending table and marks the child's service ended,
 // so that no exchange can be registered after it. An earlier reason
-// stands.
+// stands. The slots kept for calls the child may have been working on
+// (see holdLocked) come back: whatever it still runs, its calls go to the
+// next child.
 func (ch *child) takeAll(why error) ([]*exchange, error) {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	if ch.ended == nil {
 		ch.ended = why
 		ch.b.stateChanged() // the worker is not ready any more
@@ -349,7 +414,14 @@ func (ch *child) takeAll(why error) ([]*exchange, error) {
 			ch.failed++ // the gateway's own (a handshake, a probe) is no client's loss
 		}
 	}
-	return all, ch.ended
+	held := ch.held
+	ch.held = nil // none is kept from now on: retire finds nothing pending
+	why = ch.ended
+	ch.mu.Unlock()
+	for _, h := range held {
+		h.free()
+	}
+	return all, why
 }
 
 // kill ends the child's service from outside the reader: the calls pending

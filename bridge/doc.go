@@ -64,21 +64,23 @@
 //     answer is dropped. It is part of an ending, never an ending by
 //     itself. One that may have reached the child stays "unsettled": the
 //     child may still work on it, so its questions and log lines are not
-//     attributed to another call (child.unsettle), until the child answers
-//     it, answers a probe sent after its cancellation (barrier.go), or
-//     unsettledFor passes.
+//     attributed to another call (child.unsettle), and a call's slot
+//     stays taken (child.holdLocked), until the child answers it, answers
+//     a probe sent after its cancellation (barrier.go), unsettledFor
+//     passes or the child's service ends.
 //
 // # Locks
 //
 // Every mutex of the package, and what it guards:
 //
-//   - Bridge.mu: the slots (worker.active), the queue, the listen count,
-//     draining and closing.
+//   - Bridge.mu: the slots (worker.active, worker.settling,
+//     slot.settling), the queue, the listen count, draining and closing.
 //   - worker.mu: the current child, whether one is starting, the era
 //     verdict, closing; and child.ready.
 //   - child.mu: the pending table, why the child's service ended, a legacy
 //     child's listeners, subscriptions and log level, the exchanges ended
-//     lately and those unsettled, and the barrier's state.
+//     lately and those unsettled (with the slots kept for them), and the
+//     barrier's state.
 //   - questions.mu: every question for a client, every parked exchange,
 //     every call waiting for a legacy client's answers.
 //   - exchange.mu: its call (nil while parked) and how far its write got.

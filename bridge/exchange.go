@@ -69,7 +69,7 @@ func (ch *child) start(ctx context.Context, c *call, set []mcp.Member) error {
 		ex.mu.Lock()
 		ex.write = notWritten
 		ex.mu.Unlock()
-		ch.retire(ex)
+		ch.retire(ex, nil) // the call's ending released its slot
 		return c.endedBefore(ctx)
 	}
 	if g, ok := ch.t.(Gatherer); ok && others > 0 {
@@ -164,7 +164,8 @@ func (ex *exchange) writeDone(err error) {
 		ex.write = notWritten
 		ex.mu.Unlock()
 		// Retired while its write waited (its client left): counted as
-		// maybe running then, it never reached the child.
+		// maybe running then, it never reached the child, and its slot
+		// comes back.
 		ex.ch.settle(ex.id)
 		return
 	}

@@ -237,7 +237,10 @@ func (c *call) event(b []byte) {
 // notifications/cancelled: the client gets the listen's completion.
 func (ch *child) endListen(id int64) {
 	ex := ch.lookup(id)
-	if ex == nil || ex.method != mcp.MethodListen || !ch.retire(ex) {
+	if ex == nil || ex.method != mcp.MethodListen {
+		return
+	}
+	if retired, _ := ch.retire(ex, nil); !retired {
 		return
 	}
 	if c := ex.owner(); c != nil {

@@ -95,6 +95,7 @@ func TestObserverIsToldHowEachCallEnds(t *testing.T) {
 		c.wait()
 		child.expect("notifications/cancelled")
 		step("the client leaving", Ending{Outcome: OutcomeCancelled, Reason: ReasonClientDisconnected})
+		synctest.Wait() // the probe after the cancellation, answered: the slot is back
 
 		c = w.call(ctx, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`)
 		child.expect("tools/call")
@@ -102,6 +103,7 @@ func TestObserverIsToldHowEachCallEnds(t *testing.T) {
 		c.wait()
 		child.expect("notifications/cancelled")
 		step("the client cancelling", Ending{Outcome: OutcomeCancelled, Reason: ReasonClientCancelled})
+		synctest.Wait()
 
 		c = w.call(ctx, `{"jsonrpc":"2.0","id":6,"method":"tools/call"}`)
 		req := child.expect("tools/call")

@@ -118,7 +118,9 @@ func (q *questions) abandon(ex *exchange) {
 	for _, a := range asks {
 		ex.ch.refuseChild(a.childID, a.method, "the client did not answer in time")
 	}
-	if ex.ch.retire(ex) {
+	// Its slot was released above: a parking given up frees its slot at
+	// once, unlike a call whose client left (see call.abort).
+	if retired, _ := ex.ch.retire(ex, nil); retired {
 		ex.cancel("the client did not continue the request in time")
 	}
 }

@@ -85,11 +85,16 @@ func (b *Bridge) route(ctx context.Context, req *mcp.Request, caller Caller) (Ca
 // A slot is a place a call holds until it ends: one of a worker's
 // MaxInFlight, or one of the MaxListens. A call parked for its client's
 // retry hands its slot to the parked exchange, and the retry takes it
-// back: the child is still working on the call. Released once.
+// back: the child is still working on the call. So does a call that ends
+// while the child may still be working on it (its client left, or it
+// timed out): its child keeps the slot until the call settles (see
+// child.holdLocked). Released once: whoever holds it last releases it,
+// and a second release does nothing.
 type slot struct {
-	b    *Bridge
-	w    *worker // whose slot it is; nil for a listen's
-	done atomic.Bool
+	b        *Bridge
+	w        *worker // whose slot it is; nil for a listen's
+	done     atomic.Bool
+	settling bool // kept by its child for a call that has ended (see unsettled); guarded by Bridge.mu
 }
 
 func (s *slot) release() {
@@ -104,7 +109,25 @@ func (s *slot) release() {
 		return
 	}
 	s.w.active--
+	if s.settling {
+		s.w.settling--
+	}
 	b.grantLocked()
+	b.broadcastLocked()
+}
+
+// unsettled notes that the slot's call has ended and its child keeps the
+// slot until the call settles (see child.holdLocked): still taken, but no
+// call a drain waits for, since no client waits for it.
+func (s *slot) unsettled() {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.done.Load() || s.settling {
+		return // settled already: release came first
+	}
+	s.settling = true
+	s.w.settling++
 	b.broadcastLocked()
 }
 
@@ -424,7 +447,8 @@ func (b *Bridge) Tools(ctx context.Context) (*ToolList, error) {
 
 // Drain refuses new calls (with the shutdown error; a retry that continues
 // a call under way is still let through) and waits until no call is in
-// flight, parked ones included, or ctx ends. Listens are not waited for.
+// flight, parked ones included, or ctx ends. Listens are not waited for,
+// nor the slots kept for calls that have ended (see slot.unsettled).
 // Ready reports false from the start.
 func (b *Bridge) Drain(ctx context.Context) error {
 	b.Refuse()
@@ -432,7 +456,7 @@ func (b *Bridge) Drain(ctx context.Context) error {
 	for {
 		active := 0
 		for _, w := range b.workers {
-			active += w.active
+			active += w.active - w.settling
 		}
 		if active == 0 {
 			b.mu.Unlock()

@@ -92,17 +92,29 @@ func TestPoolSpreadsCallsAndKeepsThemWithTheirWorker(t *testing.T) {
 			}
 		}
 	}
-	if st := p.Stats(); st.InFlight != 0 || st.Pending != 0 {
-		t.Errorf("stats after = %+v, want nothing in flight", st)
+	// Their slots come back once each child answers the probe that
+	// follows the cancellations.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if st, err := p.Await(ctx, func(s Status) bool { return s.InFlight == 0 }); err != nil || st.Pending != 0 {
+		t.Errorf("stats after = %+v (%v), want nothing in flight", st.Stats, err)
 	}
 }
 
 // bubblePool is a pool of fake children inside a synctest bubble, with
 // every worker's handshake done and drained.
 func bubblePool(t *testing.T, opts Options) (*Bridge, []*fakeChild) {
-	w := &world{t: t, children: make(chan *fakeChild, 16), auto: autoReply{initialize: true}}
+	w, children := bubbleWorld(t, opts, autoReply{initialize: true})
+	return w.b, children
+}
+
+// bubbleWorld is bubblePool with children that reply as auto says, and
+// the world, whose children channel has those it starts later.
+func bubbleWorld(t *testing.T, opts Options, auto autoReply) (*world, []*fakeChild) {
+	w := &world{t: t, children: make(chan *fakeChild, 16), auto: auto}
 	opts.Era = EraLegacy
 	p := New(w.start, strict(t, opts))
+	w.b = p
 	t.Cleanup(func() { p.Close(context.Background()) })
 	synctest.Wait()
 	var children []*fakeChild
@@ -114,7 +126,7 @@ func bubblePool(t *testing.T, opts Options) (*Bridge, []*fakeChild) {
 		}
 		children = append(children, c)
 	}
-	return p, children
+	return w, children
 }
 
 // received is what a child got since the last look, once every goroutine

@@ -24,7 +24,8 @@ type worker struct {
 	log   *slog.Logger
 	bg    background // goroutines close waits for
 
-	active   int           // slots held: calls in flight and parked; guarded by Bridge.mu
+	active   int           // slots held: calls in flight and parked, and ended calls still unsettled; guarded by Bridge.mu
+	settling int           // of active, those of ended calls still unsettled (see slot.unsettled); guarded by Bridge.mu
 	restarts atomic.Uint64 // children started after the first
 
 	mu       sync.Mutex

@@ -140,7 +140,7 @@ func TestStateSeriesFollowTheStatus(t *testing.T) {
 	}}
 	c := newStateCollector(src)
 	const want = `
-# HELP gateway_calls_in_flight Calls holding a slot of the worker, parked ones included.
+# HELP gateway_calls_in_flight Calls holding a slot of the worker, parked ones included, and those whose clients left while the child may still run them.
 # TYPE gateway_calls_in_flight gauge
 gateway_calls_in_flight{worker="0"} 2
 gateway_calls_in_flight{worker="1"} 0
@@ -177,7 +177,7 @@ gateway_unknown_answers_dropped_total 6
 	// The next scrape sees the state as it is then.
 	src.st.Workers[0].InFlight, src.st.Workers[1].Ready, src.st.Workers[1].Era = 0, true, bridge.EraModern
 	const after = `
-# HELP gateway_calls_in_flight Calls holding a slot of the worker, parked ones included.
+# HELP gateway_calls_in_flight Calls holding a slot of the worker, parked ones included, and those whose clients left while the child may still run them.
 # TYPE gateway_calls_in_flight gauge
 gateway_calls_in_flight{worker="0"} 0
 gateway_calls_in_flight{worker="1"} 0

@@ -32,7 +32,7 @@ func newStateCollector(src StatusSource) *stateCollector {
 	worker := []string{"worker"}
 	return &stateCollector{
 		src:      src,
-		inFlight: prometheus.NewDesc("gateway_calls_in_flight", "Calls holding a slot of the worker, parked ones included.", worker, nil),
+		inFlight: prometheus.NewDesc("gateway_calls_in_flight", "Calls holding a slot of the worker, parked ones included, and those whose clients left while the child may still run them.", worker, nil),
 		queued:   prometheus.NewDesc("gateway_calls_queued", "Calls waiting for a worker with a free slot.", nil, nil),
 		listens:  prometheus.NewDesc("gateway_listens_open", "subscriptions/listen streams open, across workers.", nil, nil),
 		up:       prometheus.NewDesc("gateway_child_up", "1 while the worker's child runs and its handshake is done, else 0.", worker, nil),
