@@ -114,6 +114,15 @@ const minMessageBytes = 4096
 // run out of file descriptors and restart without end.
 const maxWorkers = 256
 
+// maxDuration bounds every duration setting, minPeriod those that recur
+// or that every connection waits on, and minRate GATEWAY_RATE_LIMIT (see
+// validate).
+const (
+	maxDuration = 10000 * time.Hour
+	minPeriod   = 100 * time.Millisecond
+	minRate     = 1.0 / 86400
+)
+
 func loadConfig() (Config, error) {
 	var cfg Config
 	for name, instead := range retired {
@@ -169,8 +178,26 @@ func (c *Config) validate() error {
 		"GATEWAY_QUEUE_TIMEOUT": c.QueueTimeout, "GATEWAY_AUTH_POLL": c.AuthPoll,
 		"GATEWAY_HEADER_TIMEOUT": c.HeaderTimeout, "GATEWAY_IDLE_TIMEOUT": c.IdleTimeout,
 	} {
-		if d <= 0 {
+		switch {
+		case d <= 0:
 			errs = append(errs, fmt.Errorf("%s must be positive, not %v", name, d))
+		case d > maxDuration:
+			// Beyond any use, and near where deadlines computed from
+			// it overflow.
+			errs = append(errs, fmt.Errorf("%s must be at most %v, not %v", name, maxDuration, d))
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		// Each is a period or a wait that, much shorter, makes the gateway
+		// busy doing nothing (a keep-alive comment or a file read every
+		// few nanoseconds) or unreachable (every connection cut before its
+		// headers can arrive).
+		"GATEWAY_SSE_KEEP_ALIVE": c.SSEKeepAlive, "GATEWAY_AUTH_POLL": c.AuthPoll,
+		"GATEWAY_HEADER_TIMEOUT": c.HeaderTimeout, "GATEWAY_CLIENT_TIMEOUT": c.ClientTimeout,
+		"GATEWAY_IDLE_TIMEOUT": c.IdleTimeout,
+	} {
+		if d > 0 && d < minPeriod {
+			errs = append(errs, fmt.Errorf("%s must be at least %v, not %v", name, minPeriod, d))
 		}
 	}
 	for name, n := range map[string]int64{
@@ -197,6 +224,11 @@ func (c *Config) validate() error {
 	}
 	if c.RateLimit > 1e6 {
 		errs = append(errs, fmt.Errorf("GATEWAY_RATE_LIMIT must be at most 1000000 calls per second, not %v", c.RateLimit))
+	}
+	if c.RateLimit > 0 && c.RateLimit < minRate {
+		// A refused client is told when to come back: at a slower rate,
+		// in years.
+		errs = append(errs, fmt.Errorf("GATEWAY_RATE_LIMIT must be 0 (no limit) or at least one call a day (1/86400 calls per second), not %v", c.RateLimit))
 	}
 	for i, h := range c.AllowedHosts {
 		if h != "*" && (strings.Contains(h, "/") || hasPort(h)) {

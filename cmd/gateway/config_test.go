@@ -107,6 +107,15 @@ func TestValidateBounds(t *testing.T) {
 		{"GATEWAY_ALLOWED_HOSTS", "a.example:8080", "without scheme, port or path"},
 		{"GATEWAY_ALLOWED_HOSTS", "http://a.example", "without scheme, port or path"},
 		{"GATEWAY_ALLOWED_HOSTS", "[::1]:8080", "without scheme, port or path"},
+		// A deadline this far away overflows where it is computed.
+		{"GATEWAY_CLIENT_TIMEOUT", "2277376h", "at most 10000h"},
+		{"GATEWAY_CALL_MAX_DURATION", "10001h", "at most 10000h"},
+		// Busy doing nothing, or cutting every connection.
+		{"GATEWAY_SSE_KEEP_ALIVE", "1ns", "at least 100ms"},
+		{"GATEWAY_AUTH_POLL", "99ms", "at least 100ms"},
+		{"GATEWAY_HEADER_TIMEOUT", "1us", "at least 100ms"},
+		// A refusal's Retry-After in centuries.
+		{"GATEWAY_RATE_LIMIT", "1e-300", "at least one call a day"},
 	} {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {
 			t.Setenv(c.name, c.value)
@@ -117,6 +126,9 @@ func TestValidateBounds(t *testing.T) {
 	}
 	t.Setenv("GATEWAY_ALLOWED_HOSTS", "[::1],::1,a.example")
 	t.Setenv("GATEWAY_WORKERS", "10")
+	t.Setenv("GATEWAY_AUTH_POLL", "100ms")
+	t.Setenv("GATEWAY_CALL_MAX_DURATION", "10000h")
+	t.Setenv("GATEWAY_RATE_LIMIT", "0.0000116")
 	if cfg, err := loadConfig(); err != nil || !slices.Equal(cfg.AllowedHosts, []string{"::1", "::1", "a.example"}) || cfg.Workers != 10 {
 		t.Errorf("%v %q %d; want IPv6 hosts taken as a Host header's name, and 10 workers", err, cfg.AllowedHosts, cfg.Workers)
 	}
