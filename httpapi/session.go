@@ -74,7 +74,14 @@ func (ss *sessions) create(revision, owner string, caps, info []byte) (string, *
 	if err != nil {
 		return "", refuse(http.StatusInternalServerError, jsonrpc.CodeInternalError, err.Error(), nil)
 	}
-	id, err := seal(ss.key, claims{nonce: nonce, revision: revision, expires: time.Now().Add(ss.ttl), owner: owner, caps: caps, info: info})
+	// The id counts expiry in whole seconds: rounded up, so that a
+	// session lasts at least its lifetime (rounded down, a session of
+	// GATEWAY_SESSION_TTL=1s could end at once).
+	expires := time.Now().Add(ss.ttl)
+	if whole := expires.Truncate(time.Second); whole.Before(expires) {
+		expires = whole.Add(time.Second)
+	}
+	id, err := seal(ss.key, claims{nonce: nonce, revision: revision, expires: expires, owner: owner, caps: caps, info: info})
 	if errors.Is(err, errSessionTooBig) {
 		return "", refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams, err.Error(), nil)
 	}

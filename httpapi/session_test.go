@@ -263,6 +263,28 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 }
 
 // A session id expires; what does not fit in one is cut down or refused.
+// A session lasts its whole lifetime, though its id counts expiry in
+// whole seconds and it began within one.
+func TestSessionLastsItsWholeTTL(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ss := newSessions([]byte("a key for the session tests, 32+"), time.Second, 10)
+		time.Sleep(999 * time.Millisecond) // the bubble's clock, off a whole second
+		sid, f := ss.create("2025-11-25", "", []byte(`{}`), []byte(`{"name":"c"}`))
+		if f != nil {
+			t.Fatal(f.err)
+		}
+		time.Sleep(time.Second - time.Nanosecond)
+		if _, err := ss.open(sid); err != nil {
+			t.Fatalf("a session a nanosecond short of its lifetime: %v", err)
+		}
+		time.Sleep(time.Second)
+		if _, err := ss.open(sid); err == nil || !strings.Contains(err.Error(), "expired") {
+			t.Errorf("a session past its lifetime and the second it began in: %v", err)
+		}
+	})
+}
+
 func TestSessionIDs(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
