@@ -295,9 +295,22 @@ func (p *Process) logStderr() {
 	}
 	d := &droppedLines{log: log, rate: p.cfg.StderrRate}
 	defer d.tell()
+	var held []byte // a cut line, kept while the next byte is looked at
 	for {
 		line, err := br.ReadSlice('\n')
 		cut := errors.Is(err, bufio.ErrBufferFull)
+		if cut {
+			// A line of exactly StderrLineBytes fills the buffer before its
+			// newline: whole, when the newline is next. (Peek waits for
+			// the child's next write, as the rest of a longer line would,
+			// and may reuse the buffer line is in.)
+			line = append(held[:0], line...)
+			held = line
+			if next, perr := br.Peek(1); perr == nil && next[0] == '\n' {
+				_, _ = br.Discard(1)
+				cut, err = false, nil
+			}
+		}
 		switch text := trimEOL(line); {
 		case len(text) == 0:
 		case limit != nil && !limit.take(time.Now()):

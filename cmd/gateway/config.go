@@ -44,7 +44,7 @@ type Config struct {
 
 	MaxMessageBytes   int           `split_words:"true" default:"67108864" desc:"longest line the child may write to stdout (64 MiB; at least 4096, at most 1 GiB); longer ones are discarded and their call fails"`
 	MaxBodyBytes      int64         `split_words:"true" default:"16777216" desc:"largest HTTP request body (16 MiB; at most 1 GiB); larger ones get 413"`
-	StderrLineBytes   int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry (at most 1 MiB); longer lines are split"`
+	StderrLineBytes   int           `split_words:"true" default:"16384" desc:"longest child stderr line logged as one entry (16 bytes to 1 MiB); longer lines are split"`
 	StderrRate        int           `split_words:"true" default:"200" desc:"child stderr lines logged a second, per child (at most 1000000), in bursts of up to ten times as many; more are drained and counted, and a warning says how many; 0: every line"`
 	ChildWriteTimeout time.Duration `split_words:"true" default:"30s" desc:"a write to the child's stdin that makes no progress this long fails"`
 	ClientTimeout     time.Duration `split_words:"true" default:"30s" desc:"a request body must arrive within this, and a client that takes no answer bytes this long (up to an eighth more) is cut off (its call is cancelled)"`
@@ -218,6 +218,11 @@ func (c *Config) validate() error {
 			// of a line would overflow long before memory ran out.
 			errs = append(errs, fmt.Errorf("%s must be at most 1 GiB (1073741824), not %d", name, n))
 		}
+	}
+	if c.StderrLineBytes > 0 && c.StderrLineBytes < 16 {
+		// The reader's buffer has no fewer bytes: lines would be cut at
+		// 16 while the setting said less.
+		errs = append(errs, fmt.Errorf("GATEWAY_STDERR_LINE_BYTES must be at least 16, not %d", c.StderrLineBytes))
 	}
 	if c.StderrLineBytes > 1<<20 {
 		errs = append(errs, fmt.Errorf("GATEWAY_STDERR_LINE_BYTES must be at most 1 MiB (1048576; each child has a buffer of this size), not %d", c.StderrLineBytes))

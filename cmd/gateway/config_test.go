@@ -100,6 +100,7 @@ func TestValidateBounds(t *testing.T) {
 		{"GATEWAY_MAX_MESSAGE_BYTES", "9223372036854775807", "at most 1 GiB"},
 		{"GATEWAY_MAX_BODY_BYTES", "2147483648", "at most 1 GiB"},
 		{"GATEWAY_STDERR_LINE_BYTES", "4294967296", "at most 1 MiB"},
+		{"GATEWAY_STDERR_LINE_BYTES", "5", "at least 16"},
 		{"GATEWAY_RATE_LIMIT", "1e19", "at most 1000000"},
 		{"GATEWAY_WORKERS", "010", "in decimal"},
 		{"GATEWAY_MAX_IN_FLIGHT", "0x10", "in decimal"},
