@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -150,6 +151,25 @@ func (b *Bridge) listen(ctx context.Context, req *mcp.Request, caller Caller, ho
 	return w.call(ctx, req, caller, &slot{b: b}, time.Now())
 }
 
+// busyMessage says why a call found the queue full: waiting calls, none
+// when there is no queue, and how many calls a child takes at once.
+func busyMessage(waiting, perChild int) string {
+	calls := func(n int) string {
+		if n == 1 {
+			return "1 call"
+		}
+		return strconv.Itoa(n) + " calls"
+	}
+	if waiting == 0 {
+		return fmt.Sprintf("every child is busy with %s at once, and no call may wait for one (GATEWAY_QUEUE_SIZE=0); try again later", calls(perChild))
+	}
+	verb := "are"
+	if waiting == 1 {
+		verb = "is"
+	}
+	return fmt.Sprintf("%s %s waiting for a child with a free slot (each takes %s at once); try again later", calls(waiting), verb, calls(perChild))
+}
+
 // acquire takes a slot on the least loaded worker that has one (on want
 // alone, when it is not nil), waiting in the queue while none has. The
 // queue is first come, first served: a freed slot is handed to the call
@@ -173,7 +193,7 @@ func (b *Bridge) acquire(ctx context.Context, want *worker) (*worker, *slot, err
 	if len(b.queue) >= b.opts.QueueSize {
 		n := len(b.queue)
 		b.mu.Unlock()
-		return nil, nil, errOverloaded(fmt.Sprintf("%d calls are waiting for a child with a free slot (each takes %d at once); try again later", n, b.opts.MaxInFlight))
+		return nil, nil, errOverloaded(busyMessage(n, b.opts.MaxInFlight))
 	}
 	q := &queued{ready: make(chan struct{}), want: want}
 	b.queue = append(b.queue, q)

@@ -646,3 +646,19 @@ func TestPoolParkedCallHoldsItsSlot(t *testing.T) {
 		}
 	})
 }
+
+// The overload message counts in words a reader does not stumble on.
+func TestBusyMessage(t *testing.T) {
+	for _, c := range []struct {
+		waiting, perChild int
+		want              string
+	}{
+		{0, 1, "every child is busy with 1 call at once, and no call may wait for one (GATEWAY_QUEUE_SIZE=0)"},
+		{1, 64, "1 call is waiting for a child with a free slot (each takes 64 calls at once)"},
+		{256, 1, "256 calls are waiting for a child with a free slot (each takes 1 call at once)"},
+	} {
+		if got := busyMessage(c.waiting, c.perChild); !strings.HasPrefix(got, c.want) {
+			t.Errorf("busyMessage(%d, %d) = %q, want %q…", c.waiting, c.perChild, got, c.want)
+		}
+	}
+}
