@@ -140,8 +140,12 @@ func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.sessions.end(r.Header.Get(mcp.HeaderSession), callerOf(r.Context()).owner()); err != nil {
-		if errors.Is(err, errTooManyEnded.err) {
-			writeError(w, errTooManyEnded.status, nil, errTooManyEnded.err)
+		if full, ok := errors.AsType[*endsFull](err); ok {
+			// Not in a second, as for a busy gateway: when the first of
+			// the sessions ended here expires (up to GATEWAY_SESSION_TTL).
+			gatewayError(w, errTooManyEnded.err.Code)
+			w.Header().Set("Retry-After", full.retryAfter(time.Now()))
+			writeJSON(w, errTooManyEnded.status, jsonrpc.NewErrorResponse(nil, errTooManyEnded.err))
 			return
 		}
 		writeError(w, http.StatusNotFound, nil, jsonrpc.GatewayError(jsonrpc.CodeInvalidRequest, "session_not_found",

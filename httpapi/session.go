@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,8 +205,14 @@ func (ss *sessions) end(id, owner string) error {
 		ss.sweepLocked(now)
 	}
 	if len(ss.ended) >= ss.max {
+		var first time.Time
+		for _, expires := range ss.ended {
+			if first.IsZero() || expires.Before(first) {
+				first = expires
+			}
+		}
 		ss.mu.Unlock()
-		return errTooManyEnded.err
+		return &endsFull{until: first}
 	}
 	ss.ended[s.claims.nonce] = s.claims.expires
 	var calls map[string]bridge.Call
@@ -222,6 +230,17 @@ func (ss *sessions) end(id, owner string) error {
 
 var errTooManyEnded = &rpcFailure{http.StatusServiceUnavailable, jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded",
 	"too many sessions ended on this gateway that have not expired yet; try again later")}
+
+// endsFull is why a session could not be ended: the ended sessions this
+// gateway keeps are as many as it keeps, until the first expires.
+type endsFull struct{ until time.Time }
+
+func (e *endsFull) Error() string { return errTooManyEnded.err.Message }
+
+// retryAfter is Retry-After for it: whole seconds until a place is free.
+func (e *endsFull) retryAfter(now time.Time) string {
+	return strconv.FormatInt(max(1, int64(math.Ceil(e.until.Sub(now).Seconds()))), 10)
+}
 
 func (s *session) caller(r *http.Request) bridge.Caller {
 	// An id that carries a level comes from a client that takes the id
