@@ -285,7 +285,10 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 	}
 	caller.Principal = callerOf(r.Context()).owner()
 	var t *tracker
-	if sess != nil {
+	if sess != nil && req.Method != mcp.MethodPing {
+		// A ping is answered by the gateway at once: nothing of the
+		// session's to keep (a table full of busy sessions refuses
+		// what it would keep).
 		var f *rpcFailure
 		if t, f = sess.hold(); f != nil {
 			writeError(w, f.status, req.ID, f.err)

@@ -136,6 +136,31 @@ func TestLegacySession(t *testing.T) {
 	}
 }
 
+// A session's ping is answered while every session record is busy: it
+// keeps nothing of the session's, which a full table would refuse.
+func TestPingWhileSessionsAreFull(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	srv := newServer(t, f, Options{MaxSessions: 2})
+	var held []*fakeCall
+	var done []<-chan error
+	for range 2 {
+		sid := initialize(t, f, srv.URL)
+		done = append(done, postInBackground(srv.URL+"/mcp", `{"jsonrpc":"2.0","id":"slow","method":"tools/call"}`, "Mcp-Session-Id", sid))
+		held = append(held, f.next(t))
+	}
+	third := initialize(t, f, srv.URL)
+	if resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":7,"method":"ping"}`, "Mcp-Session-Id", third); resp.StatusCode != 200 {
+		t.Errorf("a ping while every session record is busy: %d, want 200", resp.StatusCode)
+	}
+	for i, c := range held {
+		c.finish([]byte(`{"jsonrpc":"2.0","id":"slow","result":{}}`), nil)
+		if err := <-done[i]; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // A legacy client's notifications/cancelled names its own id; the gateway
 // finds the call in the session and cancels it, with the client's reason.
 // Ending the session cancels what is still in flight.
