@@ -484,7 +484,10 @@ func (ch *child) failAll(exs []*exchange, why error) {
 			// request: which calls this child's end cost, beside the worker
 			// and pid that say which child it was.
 			named++
-			ch.log.WarnContext(ex.logCtx(), "call lost with its child", "id", ex.id, "method", clipped(ex.method), "client_id", logged(ex.clientID))
+			// With why: the line that says how the child ended may come
+			// seconds later (a child killed for a stalled write is
+			// given GATEWAY_STDIN_GRACE first).
+			ch.log.WarnContext(ex.logCtx(), "call lost with its child", "id", ex.id, "method", clipped(ex.method), "client_id", logged(ex.clientID), "err", why)
 		}
 		ex.fail(errUnavailable(fmt.Sprintf("%v; %s", why, again)))
 	}

@@ -716,6 +716,9 @@ func TestAChildsEndNamesTheCallsItCost(t *testing.T) {
 		if got := strings.Count(text, `msg="call lost with its child"`); got != maxLostNamed {
 			t.Errorf("%d lines name a lost call, want %d (the bound)", got, maxLostNamed)
 		}
+		if got := strings.Count(text, `err="the child's stdout ended`); got < maxLostNamed {
+			t.Errorf("%d lines say why, want each line naming a lost call to:\n%s", got, text)
+		}
 		if !regexp.MustCompile(`msg="child stopped serving".*failed_calls=` + strconv.Itoa(n) + `\b`).MatchString(text) {
 			t.Errorf("the child's end does not count %d failed calls:\n%s", n, text)
 		}
