@@ -397,3 +397,33 @@ func TestAccessLineNamesTheClientBehindAProxy(t *testing.T) {
 		})
 	}
 }
+
+// An error of the gateway's own says on its audit line what the client
+// was told: the reason is a kind, and the message which limit or deadline.
+func TestAuditSaysWhyTheGatewayRefused(t *testing.T) {
+	t.Parallel()
+	var logs strings.Builder
+	opts := Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	opts.defaults()
+	h := &handlers{opts: opts, log: opts.Logger}
+	msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := mcp.Read(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("POST", "/mcp", nil)
+	a := newAudited(httptest.NewRecorder(), r)
+	why := "1024 listens are open, the most the gateway keeps; try again later"
+	writeError(a, http.StatusServiceUnavailable, msg.ID, jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded", why))
+	h.audit(r, req, a, 0, time.Now())
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(logs.String()), &rec); err != nil {
+		t.Fatalf("audit line %q: %v", logs.String(), err)
+	}
+	if rec["reason"] != "overloaded" || rec["why"] != why {
+		t.Errorf("audit line %v: want reason overloaded and why %q", rec, why)
+	}
+}

@@ -23,6 +23,7 @@ type audited struct {
 	bytes    int64
 	code     int           // the JSON-RPC error code of the answer, 0 for a result
 	gateway  bool          // the gateway made that error, not the child
+	why      string        // the gateway's message with that error: which limit, which deadline
 	answered bool          // the whole answer reached the connection before the client left
 	cut      bool          // a write or flush of the answer failed: not all of it reached the connection
 	r        *http.Request // whose context ends when the client goes
@@ -69,9 +70,9 @@ func (a *audited) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // gatewayError and childError note how the call ended, on the writer
 // that is audited (any other writer ignores it).
-func gatewayError(w http.ResponseWriter, code int) {
+func gatewayError(w http.ResponseWriter, code int, why string) {
 	if a, ok := w.(*audited); ok {
-		a.code, a.gateway = code, true
+		a.code, a.gateway, a.why = code, true, why
 	}
 }
 
@@ -183,6 +184,11 @@ func (h *handlers) audit(r *http.Request, req *mcp.Request, a *audited, in int, 
 		attrs = append(attrs, slog.Int("code", a.code))
 		if r := gatewayReason(a.code); r != "" && a.gateway {
 			attrs = append(attrs, slog.String("reason", r))
+		}
+		if a.gateway && a.why != "" {
+			// The reason is a kind (overloaded: a queue, the listens, the
+			// sessions); the message says which, as the client was told.
+			attrs = append(attrs, slog.String("why", clip(a.why)))
 		}
 	}
 	attrs = append(attrs, slog.Duration("dur", time.Since(start).Round(time.Microsecond)), slog.Int("bytes_in", in),

@@ -182,7 +182,7 @@ func (h *handlers) keysUnavailable(w http.ResponseWriter, r *http.Request, ae *a
 		writeProblem(w, problemFor(http.StatusServiceUnavailable, e))
 		return
 	}
-	gatewayError(w, e.Code)
+	gatewayError(w, e.Code, e.Message)
 	w.Header().Set("Retry-After", after)
 	writeJSON(w, http.StatusServiceUnavailable, jsonrpc.NewErrorResponse(nil, e))
 }

@@ -143,7 +143,7 @@ func (h *handlers) endSession(w http.ResponseWriter, r *http.Request) {
 		if full, ok := errors.AsType[*endsFull](err); ok {
 			// Not in a second, as for a busy gateway: when the first of
 			// the sessions ended here expires (up to GATEWAY_SESSION_TTL).
-			gatewayError(w, errTooManyEnded.err.Code)
+			gatewayError(w, errTooManyEnded.err.Code, errTooManyEnded.err.Message)
 			w.Header().Set("Retry-After", full.retryAfter(time.Now()))
 			writeJSON(w, errTooManyEnded.status, jsonrpc.NewErrorResponse(nil, errTooManyEnded.err))
 			return

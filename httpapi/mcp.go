@@ -407,7 +407,7 @@ func writeError(w http.ResponseWriter, status int, id []byte, e *jsonrpc.Error) 
 		writeProblem(w, problemFor(status, e))
 		return
 	}
-	gatewayError(w, e.Code)
+	gatewayError(w, e.Code, e.Message)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}

@@ -114,7 +114,7 @@ func writeProblem(w http.ResponseWriter, p *problem) {
 		childError(w, p.Code)
 	case p.Code == 0 && (p.Type == problemPrefix+kindToolError || p.Type == problemPrefix+kindInputRequired):
 	default:
-		gatewayError(w, p.Code)
+		gatewayError(w, p.Code, p.Detail)
 	}
 	if p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests {
 		if w.Header().Get("Retry-After") == "" {

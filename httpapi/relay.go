@@ -26,13 +26,14 @@ func (h *handlers) stream(w http.ResponseWriter, r *http.Request, c bridge.Call,
 			return sse.event(resp) == nil
 		case errors.Is(context.Cause(r.Context()), errCredentialsEnded):
 			// The client is still there: it is told why its stream ends.
-			gatewayError(w, jsonrpc.CodeUnauthorized)
-			return sse.event(jsonrpc.NewErrorResponse(id, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "credentials_ended", context.Cause(r.Context()).Error()))) == nil
+			why := context.Cause(r.Context()).Error()
+			gatewayError(w, jsonrpc.CodeUnauthorized, why)
+			return sse.event(jsonrpc.NewErrorResponse(id, jsonrpc.GatewayError(jsonrpc.CodeUnauthorized, "credentials_ended", why))) == nil
 		case r.Context().Err() != nil:
 			return false // the client is gone; nothing can reach it
 		default:
 			e := asRPCError(err)
-			gatewayError(w, e.Code)
+			gatewayError(w, e.Code, e.Message)
 			return sse.event(jsonrpc.NewErrorResponse(id, e)) == nil
 		}
 	})

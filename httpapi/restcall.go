@@ -214,7 +214,7 @@ func (h *handlers) restStream(w http.ResponseWriter, r *http.Request, ctx contex
 	h.relay(w, r, c, nil, progress, func(sse *sseWriter, resp []byte, err error) bool {
 		if err != nil {
 			if p := h.restProblem(w, r, ctx, err); p != nil {
-				gatewayError(w, p.Code)
+				gatewayError(w, p.Code, p.Detail)
 				return sse.named("error", p.body()) == nil
 			}
 			return false
