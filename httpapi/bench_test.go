@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/detach"
 )
 
@@ -23,6 +24,8 @@ import (
 func BenchmarkMCPCall(b *testing.B) {
 	h := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	leaving := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Streams: detach.New(nil, 0)})
+	limited := New(instantBackend{tools: toolList(allTools...)}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Limiter: clientlimit.New(clientlimit.Options{MaxStreams: 8})})
 	const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	for _, bc := range []struct {
@@ -35,6 +38,9 @@ func BenchmarkMCPCall(b *testing.B) {
 		// detach), as the gateway serves them: what that costs a call
 		// that answers at once.
 		{"stream-may-leave", "application/json, text/event-stream", leaving},
+		// With a cap on the requests a client has open: what holding a
+		// place, and giving it back, costs a call.
+		{"json-limited", "application/json", limited},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
