@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/stdiomcp/gateway/clientlimit"
@@ -63,12 +64,42 @@ func logAccess(log *slog.Logger, trusted []netip.Prefix, r *http.Request, aw *ac
 
 // accessWriter counts what a response sends, for the access line: status
 // 0 when nothing was written (a client that left first, or an aborted
-// handler).
+// handler). Every route's requests have one, the outermost of their
+// writers, so that it also holds what a request gives back as its answer
+// leaves (see answering), at no cost of its own.
 type accessWriter struct {
 	http.ResponseWriter
-	status  int
-	bytes   int64
-	audited bool // the request's audit line is logged
+	status int
+	bytes  int64
+	// place gives back the request's place among its client's open
+	// requests (see handlers.limit); nil: it holds none. Set before the
+	// handler runs; placeGiven makes it run once, from the handler or
+	// from the goroutine of a stream that left the server.
+	place      func()
+	audited    bool // the request's audit line is logged
+	placeGiven atomic.Bool
+}
+
+// givePlaceBack gives the request's place back, the first time only.
+func (a *accessWriter) givePlaceBack() {
+	if a.place != nil && a.placeGiven.CompareAndSwap(false, true) {
+		a.place()
+	}
+}
+
+// accessWriterOf is the accessWriter among w's wrappers; nil when there
+// is none.
+func accessWriterOf(w http.ResponseWriter) *accessWriter {
+	for {
+		switch x := w.(type) {
+		case *accessWriter:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
 }
 
 func (a *accessWriter) WriteHeader(status int) {
@@ -101,15 +132,7 @@ func (a *accessWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 // markAudited tells the access log, wherever it sits among w's wrappers,
 // that the request's audit line is written.
 func markAudited(w http.ResponseWriter) {
-	for w != nil {
-		if a, ok := w.(*accessWriter); ok {
-			a.audited = true
-			return
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return
-		}
-		w = u.Unwrap()
+	if a := accessWriterOf(w); a != nil {
+		a.audited = true
 	}
 }

@@ -132,7 +132,7 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 		h.batchAccepted(w, first)
 		return
 	}
-	out := &batchOut{limit: h.opts.MaxMessageBytes}
+	out := &batchOut{limit: h.opts.MaxMessageBytes, w: w, unanswered: asked}
 	if accepts(r.Header.Get("Accept"), "text/event-stream") {
 		out.sse = newSSE(w, h.opts.ClientTimeout)
 		h.opts.Meter.StreamOpened() // the batch's, in which its calls' streams go
@@ -168,11 +168,13 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 }
 
-// servePart serves a part's message, then gives its place back. A panic
-// in a part's goroutine, which no middleware would catch, becomes the
-// part's -32603 rather than the end of the process.
+// servePart serves a part's message, giving its place back as its answer
+// leaves (see answering), or at the latest once served. A panic in a
+// part's goroutine, which no middleware would catch, becomes the part's
+// -32603 rather than the end of the process.
 func (h *handlers) servePart(p *batchPart, sub *http.Request, release func()) {
-	defer release()
+	p.place = release
+	defer p.givePlaceBack()
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -238,6 +240,7 @@ func (l *batchLimits) admit(p *batchPart, rides bool) (release func(), ok bool) 
 // message was taken, else the first refusal, as 2025-03-26 has it (an
 // error status, with an error that names no id).
 func (h *handlers) batchAccepted(w http.ResponseWriter, parts []*batchPart) {
+	answering(w)
 	for _, p := range parts {
 		if p.status >= 300 {
 			for k, v := range p.header {
@@ -254,12 +257,28 @@ func (h *handlers) batchAccepted(w http.ResponseWriter, parts []*batchPart) {
 // batchOut is where a batch's answers go: its stream, which parts write
 // whole events to as they come, or the array they are gathered in.
 type batchOut struct {
-	mu      sync.Mutex
-	sse     *sseWriter // nil: the answers are gathered
-	failed  error      // a write to the stream failed: the rest are dropped
-	answers [][]byte   // without a stream: each answer
-	size    int        // of the answers
-	limit   int64      // the most the answers may hold in all, as one message
+	w          http.ResponseWriter // the batch's, whose place goes back before its last answer
+	mu         sync.Mutex
+	sse        *sseWriter // nil: the answers are gathered
+	failed     error      // a write to the stream failed: the rest are dropped
+	answers    [][]byte   // without a stream: each answer
+	size       int        // of the answers
+	limit      int64      // the most the answers may hold in all, as one message
+	unanswered int        // the parts with an answer to send that have not begun to send it
+}
+
+// answering notes that a part's answer is about to go on; before the
+// batch's last goes on its stream, the batch's own place is given back
+// (see answering), so that a client that has every answer finds it free.
+// An array of answers gives it back before its last byte (writeArray).
+func (o *batchOut) answering() {
+	o.mu.Lock()
+	o.unanswered--
+	last := o.unanswered == 0
+	o.mu.Unlock()
+	if last && o.sse != nil {
+		answering(o.w)
+	}
 }
 
 // events sends a part's whole events on the stream.
@@ -281,6 +300,7 @@ func (o *batchOut) end(p *batchPart) {
 	if !p.asks {
 		return // a notification or an answer: nothing to say, whatever came of it
 	}
+	p.givePlaceBack()
 	msg := p.answer
 	if msg == nil && !p.streamed() {
 		msg = bytes.TrimSpace(p.buf.Bytes())
@@ -327,7 +347,8 @@ func (o *batchOut) end(p *batchPart) {
 }
 
 // writeArray answers with the gathered answers, as one JSON array, written
-// from where they are rather than copied into one.
+// from where they are rather than copied into one; the batch's place is
+// given back before its last byte, as writeAnswer does.
 func (o *batchOut) writeArray(w http.ResponseWriter) {
 	n := 2 + max(len(o.answers)-1, 0)
 	for _, a := range o.answers {
@@ -350,6 +371,7 @@ func (o *batchOut) writeArray(w http.ResponseWriter) {
 	if len(o.answers) == 0 {
 		w.Write(sep)
 	}
+	answering(w)
 	w.Write([]byte{']'})
 }
 
@@ -378,6 +400,25 @@ type batchPart struct {
 	answer []byte    // the gateway's own answer, when it served none
 	out    *batchOut // nil until it may stream
 	opened bool      // its stream's first bytes went on
+	// Only the goroutine serving the part uses these (its own, or the
+	// batch's for one served at once or refused).
+	place    func() // gives its place among the client's open requests back; nil: it holds none, or gave it back
+	answered bool   // out was told its answer is going on
+}
+
+// givePlaceBack gives the part's place back, once, and, when the part
+// has an answer to send and may send it now, tells out the answer is
+// going on. A part served before out exists (at once, first) tells it
+// when out.end passes its answer on.
+func (p *batchPart) givePlaceBack() {
+	if place := p.place; place != nil {
+		p.place = nil
+		place()
+	}
+	if p.asks && p.out != nil && !p.answered {
+		p.answered = true
+		p.out.answering()
+	}
 }
 
 // refuse answers the part's message with e, under its id; a

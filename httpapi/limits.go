@@ -60,9 +60,52 @@ func (h *handlers) limit(next http.Handler) http.Handler {
 			h.tooManyOpen(w, r, key)
 			return
 		}
-		defer detach.Later(w, release)
+		aw := accessWriterOf(w)
+		if aw == nil {
+			// Not under accessLog, as every route New makes is: the place
+			// is given back as the request ends.
+			defer detach.Later(w, release)
+			next.ServeHTTP(w, r)
+			return
+		}
+		// Given back as the answer leaves (see answering), else as the
+		// request ends: a client gone, a panic, no answer at all.
+		aw.place = release
+		defer func() {
+			if detach.Left(w) {
+				detach.Later(w, aw.givePlaceBack) // a closure only for a stream that left
+				return
+			}
+			aw.givePlaceBack()
+		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// answering gives back the place w's request holds among its client's
+// open requests, if it holds one, as its answer leaves: what writes a
+// request's answer (a JSON body, a stream's response event, a batch's
+// last answer) calls it before the answer can reach the client. A client
+// that has read its answer may send its next request at once (an SDK
+// takes a stream's response event for the end of the call, not the
+// stream's end after it) and must not find it refused for the one it is
+// done with. A place is given back once, whichever comes first: this, or
+// the request's end.
+func answering(w http.ResponseWriter) {
+	for {
+		switch x := w.(type) {
+		case *accessWriter:
+			x.givePlaceBack()
+			return
+		case *batchPart:
+			x.givePlaceBack()
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 // tooManyOpen answers a client with as many requests open as it may.
@@ -93,4 +136,15 @@ func (h *handlers) tooMany(w http.ResponseWriter, r *http.Request, key string, w
 	after := clientlimit.RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", after)
 	writeError(w, http.StatusTooManyRequests, nil, rateLimitedError(after))
+}
+
+// writeAnswer writes body, a request's whole answer, giving the request's
+// place back before its last byte (see answering): the client has the
+// answer only with that byte, and one slow to take a large answer holds
+// its place while it is sent.
+func writeAnswer(w http.ResponseWriter, body []byte) {
+	last := max(len(body)-1, 0)
+	w.Write(body[:last])
+	answering(w)
+	w.Write(body[last:])
 }

@@ -157,6 +157,9 @@ func (s *relayed) pump(canLeave bool) (left bool) {
 		// hands out the same slice again).
 		clear(notes)
 		if done {
+			// What end writes is the answer: the request's place goes
+			// back before its last byte.
+			s.sse.answering = true
 			there := present(s.w)
 			if wrote := s.end(s.sse, resp, err); s.sse.flush() == nil && wrote {
 				markAnswered(s.w, there)

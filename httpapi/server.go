@@ -360,7 +360,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"], h["Content-Length"], h["Cache-Control"] = v[0:1:1], v[1:2:2], v[2:3:3]
 	w.WriteHeader(status)
-	w.Write(body)
+	writeAnswer(w, body)
 	sendNow(w)
 }
 

@@ -17,6 +17,9 @@ type sseWriter struct {
 	timeout time.Duration
 	until   time.Time // the write deadline set last; zero: none since the connection's were cleared
 	pending bool      // something was written since the last flush
+	// answering: the next event is the request's answer, before whose
+	// last byte the request's place is given back (see answering).
+	answering bool
 	// frame is an event's "data: " and "\n\n", written from here: the
 	// bytes of a constant handed to a Write would be allocated each time.
 	frame [len(dataField) + len(eventEnd)]byte
@@ -49,7 +52,7 @@ func (s *sseWriter) open() error {
 func writeOneEvent(w http.ResponseWriter, timeout time.Duration, msg []byte) {
 	s := newSSE(w, timeout)
 	there := present(w)
-	if s.open() == nil && s.event(msg) == nil && s.flush() == nil {
+	if s.open() == nil && s.answer(msg) == nil && s.flush() == nil {
 		markAnswered(w, there)
 	}
 }
@@ -60,6 +63,12 @@ func writeOneEvent(w http.ResponseWriter, timeout time.Duration, msg []byte) {
 // tool result may be tens of megabytes.
 func (s *sseWriter) event(msg []byte) error {
 	return s.send(s.frame[:len(dataField)], oneLine(msg), s.frame[len(dataField):])
+}
+
+// answer writes msg, the request's answer, as the data of one event.
+func (s *sseWriter) answer(msg []byte) error {
+	s.answering = true
+	return s.event(msg)
 }
 
 // oneLine is data that SSE reads as one line. Stdio framing leaves no
@@ -97,7 +106,13 @@ func (s *sseWriter) send(parts ...[]byte) error {
 		_ = s.rc.SetWriteDeadline(s.until)
 	}
 	s.pending = true
-	for _, p := range parts {
+	for i, p := range parts {
+		if s.answering && i == len(parts)-1 {
+			// The client has the event only with its last byte; one slow
+			// to take a large answer holds its place while it is sent.
+			s.answering = false
+			answering(s.w)
+		}
 		if _, err := s.w.Write(p); err != nil {
 			return err
 		}
