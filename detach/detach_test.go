@@ -398,3 +398,39 @@ func TestAPanicAtTheEndSparesTheRest(t *testing.T) {
 		t.Error("the body of a stream whose end panicked ended cleanly")
 	}
 }
+
+// A large write to a stream that left, cut off part way (here by its
+// write deadline, the client reading nothing), says how much of it went
+// out, as net/http's does: a caller counts the bytes it sent by it.
+func TestACutWriteSaysWhatWentOut(t *testing.T) {
+	p := []byte(strings.Repeat("x", 16<<20)) // far more than the connection's buffers hold
+	wrote := make(chan int, 1)
+	_, addr := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: first\n\n")
+		if err := Leave(w); err != nil {
+			t.Error(err)
+			wrote <- 0
+			return
+		}
+		go func() {
+			defer End(w)
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			n, err := w.Write(p)
+			if err == nil {
+				t.Error("a write the client did not take succeeded")
+			}
+			wrote <- n
+		}()
+	})
+	c, br := dial(t, addr)
+	resp := openStream(t, c, br)
+	n := waitFor(t, wrote, "the write to fail")
+	body, _ := io.ReadAll(resp.Body) // cut off: the connection is closed
+	if got := strings.Count(string(body), "x"); n <= 0 || n > got {
+		t.Errorf("the write said %d bytes went out, and the client had %d of them", n, got)
+	}
+}

@@ -342,16 +342,21 @@ func (st *stream) write(p []byte) (int, error) {
 		return 0, nil
 	}
 	if len(p) >= bigChunk {
+		head := chunkHead(nil, len(p))
+		ahead := len(head) // what goes out before p
 		var out net.Buffers
 		if st.buf != nil && len(*st.buf) > 0 {
 			out = append(out, *st.buf)
+			ahead += len(*st.buf)
 		}
-		out = append(out, chunkHead(nil, len(p)), p, []byte("\r\n"))
-		_, err := out.WriteTo(st.conn)
+		out = append(out, head, p, []byte("\r\n"))
+		n, err := out.WriteTo(st.conn)
 		st.release()
 		if err != nil {
 			st.fail(err)
-			return 0, err
+			// What of p went out, for a caller that counts it (the
+			// audit's bytes_out).
+			return min(max(int(n)-ahead, 0), len(p)), err
 		}
 		return len(p), nil
 	}
