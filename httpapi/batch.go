@@ -163,8 +163,7 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 	if out.sse == nil {
 		// A client that does not take the array is cut off as one that
 		// does not take a call's answer is.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
-		out.writeArray(w)
+		out.writeArray(w, h.opts.ClientTimeout)
 	}
 }
 
@@ -347,9 +346,10 @@ func (o *batchOut) end(p *batchPart) {
 }
 
 // writeArray answers with the gathered answers, as one JSON array, written
-// from where they are rather than copied into one; the batch's place is
-// given back before its last byte, as writeAnswer does.
-func (o *batchOut) writeArray(w http.ResponseWriter) {
+// from where they are rather than copied into one, each under deadlines
+// timeout away (writeTimed); the batch's place is given back before its
+// last byte, as writeLast does.
+func (o *batchOut) writeArray(w http.ResponseWriter, timeout time.Duration) {
 	n := 2 + max(len(o.answers)-1, 0)
 	for _, a := range o.answers {
 		n += len(a)
@@ -363,7 +363,7 @@ func (o *batchOut) writeArray(w http.ResponseWriter) {
 		if _, err := w.Write(sep); err != nil {
 			return
 		}
-		if _, err := w.Write(a); err != nil {
+		if err := writeTimed(w, timeout, a); err != nil {
 			return
 		}
 		sep = []byte{','}

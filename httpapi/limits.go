@@ -138,13 +138,13 @@ func (h *handlers) tooMany(w http.ResponseWriter, r *http.Request, key string, w
 	writeError(w, http.StatusTooManyRequests, nil, rateLimitedError(after))
 }
 
-// writeAnswer writes body, a request's whole answer, giving the request's
+// writeLast writes body, a request's whole answer, giving the request's
 // place back before its last byte (see answering): the client has the
 // answer only with that byte, and one slow to take a large answer holds
-// its place while it is sent.
-func writeAnswer(w http.ResponseWriter, body []byte) {
+// its place while it is sent. timeout is writeTimed's.
+func writeLast(w http.ResponseWriter, body []byte, timeout time.Duration) {
 	last := max(len(body)-1, 0)
-	w.Write(body[:last])
+	_ = writeTimed(w, timeout, body[:last])
 	answering(w)
-	w.Write(body[last:])
+	_, _ = w.Write(body[last:])
 }

@@ -347,8 +347,7 @@ func (h *handlers) call(w http.ResponseWriter, r *http.Request, req *mcp.Request
 			h.writeOK(w, r, caller, resp)
 			return
 		}
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
-		writeJSON(w, status, resp)
+		writeAnswer(w, status, resp, h.opts.ClientTimeout)
 		return
 	}
 }
@@ -421,8 +420,7 @@ func (h *handlers) writeOK(w http.ResponseWriter, r *http.Request, caller bridge
 		writeOneEvent(w, h.opts.ClientTimeout, resp)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
-	writeJSON(w, http.StatusOK, resp)
+	writeAnswer(w, http.StatusOK, resp, h.opts.ClientTimeout)
 }
 
 // streamOnly reports whether the client takes an answer as a stream and

@@ -127,7 +127,7 @@ func writeProblem(w http.ResponseWriter, p *problem) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
-	writeAnswer(w, body)
+	writeLast(w, body, 0)
 	sendNow(w)
 }
 

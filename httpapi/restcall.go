@@ -124,8 +124,7 @@ func (h *handlers) restToolCall(w http.ResponseWriter, r *http.Request) {
 			writeProblem(w, p)
 			return
 		}
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
-		writeJSON(w, http.StatusOK, result)
+		writeAnswer(w, http.StatusOK, result, h.opts.ClientTimeout)
 		return
 	}
 }

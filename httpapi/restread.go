@@ -266,8 +266,7 @@ func (h *handlers) restOnce(w http.ResponseWriter, r *http.Request, req *mcp.Req
 	case p != nil:
 		writeProblem(w, p)
 	case result != nil:
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.ClientTimeout))
-		writeJSON(w, http.StatusOK, result)
+		writeAnswer(w, http.StatusOK, result, h.opts.ClientTimeout)
 	}
 }
 

@@ -353,15 +353,46 @@ func (h *handlers) notFound(w http.ResponseWriter, r *http.Request) {
 
 // writeJSON answers with body and sends it at once (sendNow). Its length
 // is known, so the flush sends what the end of the handler would have.
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
+func writeJSON(w http.ResponseWriter, status int, body []byte) { writeAnswer(w, status, body, 0) }
+
+// writeAnswer is writeJSON for a call's answer, which a client that takes
+// none of it for timeout is cut off from (writeTimed); 0: never.
+func writeAnswer(w http.ResponseWriter, status int, body []byte, timeout time.Duration) {
 	// One array for the three values, where Header.Set makes a slice for
 	// each: every call's answer comes this way.
 	v := [3]string{"application/json", strconv.Itoa(len(body)), "no-store"}
 	h := w.Header()
 	h["Content-Type"], h["Content-Length"], h["Cache-Control"] = v[0:1:1], v[1:2:2], v[2:3:3]
 	w.WriteHeader(status)
-	writeAnswer(w, body)
+	writeLast(w, body, timeout)
 	sendNow(w)
+}
+
+// answerChunk is the most of an answer written under one write deadline:
+// a client must take this much in each GATEWAY_CLIENT_TIMEOUT (2 KiB a
+// second by default), not the whole answer, which may be tens of
+// megabytes. Setting a deadline costs little beside writing this much.
+const answerChunk = 64 << 10
+
+// writeTimed writes b under a write deadline timeout away, set again
+// before each answerChunk of it: a client that keeps taking its answer,
+// however slowly, has it all, and one that takes nothing for timeout is
+// cut off. A small b is one deadline and one write; with no timeout, no
+// deadline is set.
+func writeTimed(w http.ResponseWriter, timeout time.Duration, b []byte) error {
+	if timeout <= 0 {
+		_, err := w.Write(b)
+		return err
+	}
+	rc := http.NewResponseController(w)
+	for {
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+		n := min(len(b), answerChunk)
+		if _, err := w.Write(b[:n]); err != nil || n == len(b) {
+			return err
+		}
+		b = b[n:]
+	}
 }
 
 // BodyDeadline bounds the time a request's body may take to arrive, on

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"math"
 	"net/http"
 	"time"
 )
@@ -96,17 +97,21 @@ func (s *sseWriter) comment(text string) error {
 }
 
 // send writes parts under a deadline at least the timeout away (a large
-// event may go to the connection at once), which the next flush keeps.
-// The deadline is set an eighth further and moved once less than the
-// timeout is left: setting it costs more than an event's writes, and a
-// stream sends many events a second.
+// event may go to the connection at once), which the next flush keeps. A
+// part larger than answerChunk goes a chunk at a time, the deadline kept
+// before each: it is one for a client that takes nothing, not for the
+// whole event.
 func (s *sseWriter) send(parts ...[]byte) error {
-	if now := time.Now(); s.until.Sub(now) < s.timeout {
-		s.until = now.Add(s.timeout + s.timeout/8)
-		_ = s.rc.SetWriteDeadline(s.until)
-	}
+	s.keepDeadline()
 	s.pending = true
 	for i, p := range parts {
+		for len(p) > answerChunk {
+			if _, err := s.w.Write(p[:answerChunk]); err != nil {
+				return err
+			}
+			p = p[answerChunk:]
+			s.keepDeadline()
+		}
 		if s.answering && i == len(parts)-1 {
 			// The client has the event only with its last byte; one slow
 			// to take a large answer holds its place while it is sent.
@@ -118,6 +123,18 @@ func (s *sseWriter) send(parts ...[]byte) error {
 		}
 	}
 	return nil
+}
+
+// keepDeadline sets the deadline an eighth further than the timeout, once
+// less than the timeout is left: setting it costs more than an event's
+// writes, and a stream sends many events a second. The eighth stops short
+// of the largest Duration, past which the deadline would wrap around into
+// the past.
+func (s *sseWriter) keepDeadline() {
+	if now := time.Now(); s.until.Sub(now) < s.timeout {
+		s.until = now.Add(s.timeout + min(s.timeout/8, math.MaxInt64-s.timeout))
+		_ = s.rc.SetWriteDeadline(s.until)
+	}
 }
 
 // flush sends what was written since the last flush, if anything was.
