@@ -39,7 +39,7 @@ func (h *handlers) restTools(w http.ResponseWriter, r *http.Request) {
 		n++
 	}
 	b.WriteString(`]}`)
-	writeJSON(w, http.StatusOK, b.Bytes())
+	writeAnswer(w, http.StatusOK, b.Bytes(), h.opts.ClientTimeout)
 }
 
 // maxListBytes bounds a list the gateway gathers from the child's pages.
@@ -68,8 +68,10 @@ func (h *handlers) restList(method, member string) http.HandlerFunc {
 			}
 			b.Write(it)
 		}
+		// Up to tens of megabytes: a client that takes none of it for
+		// the timeout is cut off, as from a call's answer.
 		b.WriteString(`]}`)
-		writeJSON(w, http.StatusOK, b.Bytes())
+		writeAnswer(w, http.StatusOK, b.Bytes(), h.opts.ClientTimeout)
 	}
 }
 
@@ -342,5 +344,5 @@ func (h *handlers) restDocument(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, newProblem(kindInternal, http.StatusInternalServerError, "the tools' document could not be built: "+err.Error()))
 		return
 	}
-	writeJSON(w, http.StatusOK, doc)
+	writeAnswer(w, http.StatusOK, doc, h.opts.ClientTimeout)
 }

@@ -221,3 +221,34 @@ func (a auditBytesTap) Handle(_ context.Context, r slog.Record) error {
 }
 func (a auditBytesTap) WithAttrs([]slog.Attr) slog.Handler { return a }
 func (a auditBytesTap) WithGroup(string) slog.Handler      { return a }
+
+// The REST API's lists and documents, which may be megabytes, cut off a
+// client that takes none of them for the timeout, as a call's answer does:
+// their handler returns rather than waiting on the client for good.
+func TestListToAClientThatTakesNothing(t *testing.T) {
+	t.Parallel()
+	big := `{"name":"big","description":"` + strings.Repeat("d", 8<<20) + `","inputSchema":{"type":"object"}}`
+	for _, path := range []string{"/v1/tools", "/v1/openapi.json"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			f := newFake()
+			f.tools = toolList(big)
+			addr, returned := slowClientServer(t, f, Options{ClientTimeout: 300 * time.Millisecond}, false)
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.(*net.TCPConn).SetReadBuffer(32 << 10)
+			req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+			if err := req.Write(conn); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-returned:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("GET %s to a client that reads nothing: its handler still writes after 10 s", path)
+			}
+		})
+	}
+}
