@@ -19,13 +19,21 @@ type summary struct {
 	errors                          int
 }
 
+// median is the middle value of v, or for an even count the mean of the
+// two middle ones (the upper one alone made a median of two the slowest);
+// 0 for none.
 func median[T int64 | float64 | time.Duration](v []T) T {
 	if len(v) == 0 {
 		return 0
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
-	return s[len(s)/2]
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	// Halved apart, so that two large int64s do not overflow.
+	return s[m-1] + (s[m]-s[m-1])/2
 }
 
 // summarize takes the medians of each target's runs, by concurrency.
@@ -239,7 +247,8 @@ func render(res results, concs []int, targets []target, ch chartSet) []byte {
 	}
 
 	if len(res.RSS) > 0 {
-		p("## Peak resident memory of the server (not its child)\n\n| server | peak RSS |\n| --- | --- |\n")
+		p("## Peak resident memory of the server (not its child)\n\n")
+		p("The highest over the runs (VmHWM, from `/proc`), not their median.\n\n| server | peak RSS |\n| --- | --- |\n")
 		for _, t := range targets {
 			if v, ok := res.RSS[t.name]; ok {
 				p("| %s | %.1f MiB |\n", t.name, float64(v)/(1<<20))
