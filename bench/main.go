@@ -123,6 +123,9 @@ func run(ctx context.Context, o options) error {
 	if o.workerCounts, err = counts("-workers", o.workers); err != nil {
 		return err
 	}
+	if err := checkTargets(o.only); err != nil {
+		return err
+	}
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -420,6 +423,34 @@ func selected(only, name string) bool {
 		}
 		return name == s || strings.HasPrefix(name, s+" ")
 	})
+}
+
+// checkTargets refuses a -targets list with an item that names no target
+// (a typo measured nothing, and its empty report took the place of the
+// last one), or with no item at all.
+func checkTargets(only string) error {
+	if only == "" {
+		return nil
+	}
+	names := []string{floorName, relayName, "gateway"}
+	for _, t := range peerTargets("", "") {
+		names = append(names, t.name)
+	}
+	const valid = "floor (or \"http floor\"), relay (or \"stdio relay floor\"), gateway, mcp-proxy, supergateway, or a target's whole name"
+	named := false
+	for _, item := range strings.Split(only, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		named = true
+		if !slices.ContainsFunc(names, func(n string) bool { return selected(item, n) }) {
+			return fmt.Errorf("-targets: %q names no target; the targets are %s", strings.TrimSpace(item), valid)
+		}
+	}
+	if !named {
+		return fmt.Errorf("-targets: %q names no target; the targets are %s", only, valid)
+	}
+	return nil
 }
 
 // repoRoot is the gateway's repository, this module's parent.

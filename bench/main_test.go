@@ -172,6 +172,26 @@ func TestSelected(t *testing.T) {
 	}
 }
 
+// A -targets item that names no target is refused, with the names that
+// would do, before anything runs.
+func TestCheckTargets(t *testing.T) {
+	for _, ok := range []string{"", "gateway", "floor, relay", "GATEWAY,", "mcp-proxy,supergateway", "stdio relay floor", "supergateway 4.0.0 --stateful (2025-11-25)"} {
+		if err := checkTargets(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"gatway", "gateway,mcp", ",", " "} {
+		err := checkTargets(bad)
+		if err == nil || !strings.Contains(err.Error(), "-targets") || !strings.Contains(err.Error(), "mcp-proxy, supergateway") {
+			t.Errorf("%q: %v; want an error naming -targets and the targets", bad, err)
+		}
+	}
+	// run refuses it before it builds or starts anything.
+	if err := run(context.Background(), options{runs: 1, conc: "1", workers: "1", only: "gatway"}); err == nil || !strings.Contains(err.Error(), `"gatway"`) {
+		t.Errorf("run with -targets gatway: %v", err)
+	}
+}
+
 // The version is dirty for a changed tracked file, not for what the suite
 // writes (the report, its charts and profiles) nor for an untracked file.
 func TestGitVersion(t *testing.T) {
