@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -67,12 +69,29 @@ func gatewayTarget(name, bin string, env ...string) target {
 		name: name,
 		start: func(ctx context.Context, port int, child []string) (*exec.Cmd, error) {
 			cmd := exec.CommandContext(ctx, bin, append([]string{"--"}, child...)...)
-			cmd.Env = append(os.Environ(), append([]string{"GATEWAY_ADDR=127.0.0.1:" + strconv.Itoa(port)}, env...)...)
+			cmd.Env = append(serverEnv(), append([]string{"GATEWAY_ADDR=127.0.0.1:" + strconv.Itoa(port)}, env...)...)
 			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 			return cmd, cmd.Start()
 		},
 		dial: dialGateway,
 	}
+}
+
+// serverEnv is the suite's environment less what would change the servers
+// measured behind the report's back: every GATEWAY_* setting, and the Go
+// runtime's (the gateway reads GOGC and GOMAXPROCS to turn its heap floor
+// and its thread adapting off; the floors are Go programs too). The
+// gateway runs with its defaults and the settings the report names.
+func serverEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "GATEWAY_") || slices.Contains([]string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG"}, name) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }
 
 // dialGateway makes a caller that sends the gateway 2026-07-28 echo calls,
@@ -96,6 +115,7 @@ func floorTarget(self string) target {
 		name: floorName,
 		start: func(ctx context.Context, port int, _ []string) (*exec.Cmd, error) {
 			cmd := exec.CommandContext(ctx, self, "floor", strconv.Itoa(port))
+			cmd.Env = serverEnv()
 			cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 			return cmd, cmd.Start()
 		},

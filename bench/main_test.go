@@ -245,3 +245,44 @@ func TestGitVersion(t *testing.T) {
 		t.Errorf("outside a checkout: %q", v)
 	}
 }
+
+// The servers do not inherit the suite's GATEWAY_* settings nor the Go
+// runtime's: what the report calls the gateway's defaults is what runs.
+func TestServerEnv(t *testing.T) {
+	t.Setenv("GATEWAY_WORKERS", "9")
+	t.Setenv("GATEWAY_LOG_LEVEL", "debug")
+	t.Setenv("GOGC", "off")
+	t.Setenv("GOMAXPROCS", "1")
+	t.Setenv("BENCH_TEST_KEPT", "yes")
+	dump := filepath.Join(t.TempDir(), "env")
+	// The gateway's command line is BIN -- CHILD...: env(1) runs the
+	// child with the environment the gateway would have had.
+	tg := gatewayTarget("gateway", "env", "GATEWAY_MAX_IN_FLIGHT=7")
+	cmd, err := tg.start(context.Background(), 1, []string{"sh", "-c", "env > " + dump})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(string(b), "\n")
+	for _, want := range []string{"GATEWAY_ADDR=127.0.0.1:1", "GATEWAY_MAX_IN_FLIGHT=7", "BENCH_TEST_KEPT=yes", "PATH=" + os.Getenv("PATH")} {
+		if !slices.Contains(got, want) {
+			t.Errorf("the gateway's environment lacks %s", want)
+		}
+	}
+	for _, kv := range got {
+		if strings.HasPrefix(kv, "GATEWAY_WORKERS=") || strings.HasPrefix(kv, "GATEWAY_LOG_LEVEL=") || strings.HasPrefix(kv, "GOGC=") || strings.HasPrefix(kv, "GOMAXPROCS=") {
+			t.Errorf("the gateway inherited %s", kv)
+		}
+	}
+	for _, kv := range serverEnv() {
+		if strings.HasPrefix(kv, "GATEWAY_") || strings.HasPrefix(kv, "GOGC=") {
+			t.Errorf("the floors would inherit %s", kv)
+		}
+	}
+}

@@ -47,6 +47,7 @@ func relayTarget(self string) target {
 		name: relayName,
 		start: func(ctx context.Context, port int, child []string) (*exec.Cmd, error) {
 			cmd := exec.CommandContext(ctx, self, append([]string{"relay", strconv.Itoa(port), "--"}, child...)...)
+			cmd.Env = serverEnv()
 			cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 			return cmd, cmd.Start()
 		},

@@ -197,7 +197,9 @@ func render(res results, concs []int, targets []target, ch chartSet) []byte {
 	p("by the same Go client (`bench/load.go`, over `bench/transport.go`: HTTP/1.1 written and read on the\n")
 	p("caller's goroutine, which costs far less CPU than net/http's client on cores the servers share):\n")
 	p("closed loop, keep-alive, each of N clients calling as soon as its last call returned. Each figure is the median of the runs; CPU is the server's whole process\n")
-	p("tree (a gateway and its child) from `/proc`, divided by the calls, and the server's own process alone.\n\n")
+	p("tree (a gateway and its child) from `/proc`, divided by the calls, and the server's own process alone.\n")
+	p("The servers run with the suite's environment less every `GATEWAY_*` variable and the Go runtime's `GOGC`,\n")
+	p("`GOMEMLIMIT`, `GOMAXPROCS` and `GODEBUG`: the gateway runs with its defaults, but for the settings named where they are used.\n\n")
 
 	b.WriteString(ch.echo)
 	p("## Echo: throughput, latency, CPU per call\n\n")
