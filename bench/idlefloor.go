@@ -33,23 +33,15 @@ func serveHold(w http.ResponseWriter, r *http.Request) {
 // read up to its first event, and reports the floor's VmRSS before and
 // with them all open; then closes them.
 func idleFloor(ctx context.Context, self string, n, openers int) (before, after int64, err error) {
-	port, err := freePort()
+	s, err := startServer(ctx, floorTarget(self), nil)
 	if err != nil {
 		return 0, 0, err
 	}
-	t := floorTarget(self)
-	cmd, err := t.start(ctx, port, nil)
-	if err != nil {
+	defer s.stop()
+	if before, err = statusField(s.pid(), "VmRSS:"); err != nil {
 		return 0, 0, err
 	}
-	defer stopProcess(cmd)
-	if err := waitPort(ctx, port); err != nil {
-		return 0, 0, err
-	}
-	if before, err = statusField(cmd.Process.Pid, "VmRSS:"); err != nil {
-		return 0, 0, err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	addr := "127.0.0.1:" + strconv.Itoa(s.port)
 	conns := make([]net.Conn, n)
 	defer func() {
 		for _, c := range conns {
@@ -86,7 +78,7 @@ func idleFloor(ctx context.Context, self string, n, openers int) (before, after 
 	if err := errors.Join(errs...); err != nil {
 		return before, 0, fmt.Errorf("the floor's streams: %w", err)
 	}
-	after, err = statusField(cmd.Process.Pid, "VmRSS:")
+	after, err = statusField(s.pid(), "VmRSS:")
 	return before, after, err
 }
 

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // modernCall is a 2026-07-28 tools/call of echo, as the gateway and the
@@ -67,11 +66,13 @@ func (c *httpCaller) Close() error {
 func gatewayTarget(name, bin string, env ...string) target {
 	return target{
 		name: name,
-		start: func(ctx context.Context, port int, child []string) (*exec.Cmd, error) {
+		command: func(ctx context.Context, port int, child []string) *exec.Cmd {
 			cmd := exec.CommandContext(ctx, bin, append([]string{"--"}, child...)...)
 			cmd.Env = append(serverEnv(), append([]string{"GATEWAY_ADDR=127.0.0.1:" + strconv.Itoa(port)}, env...)...)
-			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-			return cmd, cmd.Start()
+			// Its log is not shown; the end of its stderr is kept (see
+			// startServer) to say why it stopped.
+			cmd.Stdout = io.Discard
+			return cmd
 		},
 		dial: dialGateway,
 	}
@@ -113,11 +114,11 @@ func dialGateway(_ context.Context, base string) (caller, error) {
 func floorTarget(self string) target {
 	return target{
 		name: floorName,
-		start: func(ctx context.Context, port int, _ []string) (*exec.Cmd, error) {
+		command: func(ctx context.Context, port int, _ []string) *exec.Cmd {
 			cmd := exec.CommandContext(ctx, self, "floor", strconv.Itoa(port))
 			cmd.Env = serverEnv()
 			cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-			return cmd, cmd.Start()
+			return cmd
 		},
 		dial: func(ctx context.Context, base string) (caller, error) {
 			h := http.Header{}
@@ -150,24 +151,3 @@ func serveFloor(port string) error {
 
 // benchText is what every call echoes.
 const benchText = "hello from the bench"
-
-// waitPort waits until something accepts on 127.0.0.1:port, polling for
-// at most 30 s.
-func waitPort(ctx context.Context, port int) error {
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			return c.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nothing listens on %s after 30 s: %w", addr, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -283,33 +284,30 @@ func measureScale(ctx context.Context, gw string, child []string, node, root str
 // measure starts t on a free port, runs the load at each concurrency, and
 // stops it; the server's peak RSS comes with the results.
 func measure(ctx context.Context, t target, child []string, concs []int, o options) ([]loadResult, int64, error) {
-	port, err := freePort()
+	s, err := startServer(ctx, t, child)
 	if err != nil {
 		return nil, 0, err
 	}
-	cmd, err := t.start(ctx, port, child)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer stopProcess(cmd)
-	if err := waitPort(ctx, port); err != nil {
-		return nil, 0, err
-	}
-	c, err := t.dial(ctx, "http://127.0.0.1:"+strconv.Itoa(port))
+	defer s.stop()
+	c, err := t.dial(ctx, "http://127.0.0.1:"+strconv.Itoa(s.port))
 	if err != nil {
 		return nil, 0, err
 	}
 	defer c.Close()
-	tree := &procTree{pid: cmd.Process.Pid}
+	tree := &procTree{pid: s.pid()}
 	var out []loadResult
 	for _, n := range concs {
 		r, err := runLoad(ctx, c, n, o.warm, o.duration, tree)
 		if err != nil {
-			return nil, 0, fmt.Errorf("concurrency %d: %w", n, err)
+			// A server that died says why, rather than its calls.
+			return nil, 0, fmt.Errorf("concurrency %d: %w", n, cmp.Or(s.gone(), err))
 		}
 		out = append(out, r)
 	}
-	peak, err := peakRSS(cmd.Process.Pid)
+	if err := s.gone(); err != nil {
+		return nil, 0, err
+	}
+	peak, err := peakRSS(s.pid())
 	return out, peak, err
 }
 
@@ -364,20 +362,6 @@ func measureStreams(ctx context.Context, gw, self string, targets []target, o op
 		}
 	}
 	return res, nil
-}
-
-// stopProcess ends a server: SIGTERM, then SIGKILL if it is still there
-// after 10 s.
-func stopProcess(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
 }
 
 // counts reads a flag's comma-separated list of whole numbers of 1 or more.

@@ -258,11 +258,7 @@ func TestServerEnv(t *testing.T) {
 	// The gateway's command line is BIN -- CHILD...: env(1) runs the
 	// child with the environment the gateway would have had.
 	tg := gatewayTarget("gateway", "env", "GATEWAY_MAX_IN_FLIGHT=7")
-	cmd, err := tg.start(context.Background(), 1, []string{"sh", "-c", "env > " + dump})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
+	if err := tg.command(context.Background(), 1, []string{"sh", "-c", "env > " + dump}).Run(); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(dump)

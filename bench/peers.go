@@ -49,10 +49,10 @@ const (
 func supergatewayTarget(node, dir string) target {
 	return target{
 		name: "supergateway 4.0.0 --stateful (" + legacyRevision + ")",
-		start: func(ctx context.Context, port int, child []string) (*exec.Cmd, error) {
+		command: func(ctx context.Context, port int, child []string) *exec.Cmd {
 			// --stdio is a shell command line; exec spares a shell process
 			// between supergateway and the child.
-			return startPeer(ctx, node, filepath.Join(dir, "node_modules", "supergateway", "dist", "index.js"),
+			return peerCommand(ctx, node, filepath.Join(dir, "node_modules", "supergateway", "dist", "index.js"),
 				"--stdio", "exec "+shellJoin(child),
 				"--outputTransport", "streamableHttp", "--stateful",
 				"--port", strconv.Itoa(port), "--logLevel", "none")
@@ -67,27 +67,24 @@ func supergatewayTarget(node, dir string) target {
 func mcpProxyTarget(node, dir string) target {
 	return target{
 		name: "mcp-proxy 6.7.19 (" + modernRevision + ")",
-		start: func(ctx context.Context, port int, child []string) (*exec.Cmd, error) {
+		command: func(ctx context.Context, port int, child []string) *exec.Cmd {
 			args := []string{filepath.Join(dir, "node_modules", "mcp-proxy", "dist", "bin", "mcp-proxy.mjs"),
 				"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--server", "stream", "--"}
-			return startPeer(ctx, node, append(args, child...)...)
+			return peerCommand(ctx, node, append(args, child...)...)
 		},
 		dial: dialModern,
 	}
 }
 
-// startPeer runs a peer until ctx ends, then stops it with SIGTERM, and
+// peerCommand runs a peer until ctx ends, then stops it with SIGTERM, and
 // kills it if it has not exited peerStopGrace later. Its stderr is ours, so
 // that a peer's complaint is seen; its stdout carries only banners.
-func startPeer(ctx context.Context, node string, args ...string) (*exec.Cmd, error) {
+func peerCommand(ctx context.Context, node string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = peerStopGrace
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", args[0], err)
-	}
-	return cmd, nil
+	return cmd
 }
 
 // shellJoin quotes argv for sh.

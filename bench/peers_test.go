@@ -81,8 +81,8 @@ func launch(tb testing.TB, tg target, child []string) *runningPeer {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd, err := tg.start(ctx, port, child)
-	if err != nil {
+	cmd := tg.command(ctx, port, child)
+	if err := cmd.Start(); err != nil {
 		cancel()
 		tb.Fatalf("start %s: %v", tg.name, err)
 	}

@@ -40,18 +40,12 @@ func peerStreams(ctx context.Context, t target, self string, sz streamSizes, ids
 		return res, err
 	}
 	defer rep.Close()
-	port, err := freePort()
+	srv, err := startServer(ctx, t, []string{self, "probe", "-report", rep.path})
 	if err != nil {
 		return res, err
 	}
-	cmd, err := t.start(ctx, port, []string{self, "probe", "-report", rep.path})
-	if err != nil {
-		return res, err
-	}
-	defer stopProcess(cmd)
-	if err := waitPort(ctx, port); err != nil {
-		return res, err
-	}
+	defer srv.stop()
+	port := srv.port
 	c, err := t.dial(ctx, "http://127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
 		return res, err

@@ -45,11 +45,11 @@ const relayName = "stdio relay floor (net/http, one child)"
 func relayTarget(self string) target {
 	return target{
 		name: relayName,
-		start: func(ctx context.Context, port int, child []string) (*exec.Cmd, error) {
+		command: func(ctx context.Context, port int, child []string) *exec.Cmd {
 			cmd := exec.CommandContext(ctx, self, append([]string{"relay", strconv.Itoa(port), "--"}, child...)...)
 			cmd.Env = serverEnv()
 			cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-			return cmd, cmd.Start()
+			return cmd
 		},
 		dial: dialGateway,
 	}

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,7 +128,7 @@ func (r idleResult) perStream(before, after int64) float64 {
 // the gateway, or the stdio relay floor (which has no admin address, and
 // runs only the workloads that need none: latencySteps).
 type probeGateway struct {
-	cmd   *exec.Cmd
+	proc  *server
 	srv   streamServer
 	admin string // host:port of the gateway's /metrics; empty for the relay floor
 	rep   *reports
@@ -143,9 +141,8 @@ func startProbeGateway(ctx context.Context, gw, self, dir string, env []string) 
 	if err != nil {
 		return nil, err
 	}
-	port, err1 := freePort()
-	adminPort, err2 := freePort()
-	if err := errors.Join(err1, err2); err != nil {
+	adminPort, err := freePort()
+	if err != nil {
 		rep.Close()
 		return nil, err
 	}
@@ -157,25 +154,21 @@ func startProbeGateway(ctx context.Context, gw, self, dir string, env []string) 
 		env = append(env, "GATEWAY_CHILD_ENV=GORACE")
 	}
 	t := gatewayTarget("gateway", gw, env...)
-	cmd, err := t.start(ctx, port, []string{self, "probe", "-report", rep.path})
+	proc, err := startServer(ctx, t, []string{self, "probe", "-report", rep.path})
 	if err != nil {
 		rep.Close()
 		return nil, err
 	}
-	g := &probeGateway{cmd: cmd, srv: modernStreamServer("127.0.0.1:" + strconv.Itoa(port)), admin: admin, rep: rep}
-	if err := g.ready(ctx, port); err != nil {
+	g := &probeGateway{proc: proc, srv: modernStreamServer("127.0.0.1:" + strconv.Itoa(proc.port)), admin: admin, rep: rep}
+	if err := g.ready(ctx); err != nil {
 		g.stop()
 		return nil, err
 	}
 	return g, nil
 }
 
-// ready waits for the port, then for /readyz (a long poll), then checks an
-// echo call.
-func (g *probeGateway) ready(ctx context.Context, port int) error {
-	if err := waitPort(ctx, port); err != nil {
-		return err
-	}
+// ready waits for /readyz (a long poll), then checks an echo call.
+func (g *probeGateway) ready(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.srv.addr+"/readyz?wait=30s&until=ready", nil)
 	if err != nil {
 		return err
@@ -193,13 +186,13 @@ func (g *probeGateway) ready(ctx context.Context, port int) error {
 }
 
 func (g *probeGateway) stop() {
-	stopProcess(g.cmd)
+	g.proc.stop()
 	g.rep.Close()
 }
 
 // childPid is the gateway's child, the probe.
 func (g *probeGateway) childPid() (int, error) {
-	pids := procTree{pid: g.cmd.Process.Pid}.pids()
+	pids := procTree{pid: g.proc.pid()}.pids()
 	if len(pids) != 2 {
 		return 0, fmt.Errorf("the gateway has %d descendants, not one probe", len(pids)-1)
 	}
@@ -357,21 +350,12 @@ func startProbeRelay(ctx context.Context, self, dir string) (*probeGateway, erro
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	proc, err := startServer(ctx, relayTarget(self), []string{self, "probe", "-report", rep.path})
 	if err != nil {
 		rep.Close()
 		return nil, err
 	}
-	cmd, err := relayTarget(self).start(ctx, port, []string{self, "probe", "-report", rep.path})
-	if err != nil {
-		rep.Close()
-		return nil, err
-	}
-	g := &probeGateway{cmd: cmd, srv: modernStreamServer("127.0.0.1:" + strconv.Itoa(port)), rep: rep}
-	if err := waitPort(ctx, port); err != nil {
-		g.stop()
-		return nil, err
-	}
+	g := &probeGateway{proc: proc, srv: modernStreamServer("127.0.0.1:" + strconv.Itoa(proc.port)), rep: rep}
 	if err := g.srv.echo(ctx); err != nil {
 		g.stop()
 		return nil, err

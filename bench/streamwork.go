@@ -357,7 +357,7 @@ func idleStreams(ctx context.Context, g *probeGateway, sz streamSizes, ids *tags
 		return res, err
 	}
 	rss := func() (gw, ch int64, err error) {
-		gw, err1 := statusField(g.cmd.Process.Pid, "VmRSS:")
+		gw, err1 := statusField(g.proc.pid(), "VmRSS:")
 		ch, err2 := statusField(child, "VmRSS:")
 		return gw, ch, errors.Join(err1, err2)
 	}
@@ -392,7 +392,7 @@ func idleStreams(ctx context.Context, g *probeGateway, sz streamSizes, ids *tags
 	// they all left and the resident memory stopped falling.
 	opened := time.Now()
 	waitDetached(ctx, g.admin, sz.Idle, 30*time.Second)
-	if res.GatewayPeak, err = statusField(g.cmd.Process.Pid, "VmHWM:"); err != nil {
+	if res.GatewayPeak, err = statusField(g.proc.pid(), "VmHWM:"); err != nil {
 		return res, err
 	}
 	// A collection now, as the runtime's own would come within two
@@ -401,7 +401,7 @@ func idleStreams(ctx context.Context, g *probeGateway, sz streamSizes, ids *tags
 	if err := collect(ctx, g.admin); err != nil {
 		return res, err
 	}
-	if res.GatewayAfter, err = settledRSS(ctx, g.cmd.Process.Pid, 30*time.Second); err != nil {
+	if res.GatewayAfter, err = settledRSS(ctx, g.proc.pid(), 30*time.Second); err != nil {
 		return res, err
 	}
 	res.Settle = time.Since(opened)

@@ -15,11 +15,11 @@ import (
 // the echo child, and how a client calls it.
 type target struct {
 	name string
-	// start runs the server on 127.0.0.1:port with child (argv) as its
-	// stdio child, when it has one. The command is started; the suite
-	// waits for the port, measures the process tree from its pid, and
-	// stops it.
-	start func(ctx context.Context, port int, child []string) (*exec.Cmd, error)
+	// command is the server on 127.0.0.1:port with child (argv) as its
+	// stdio child, when it has one, not yet started: startServer starts
+	// it, keeping the end of its stderr, and waits for the port; the suite
+	// measures the process tree from its pid, and stops it.
+	command func(ctx context.Context, port int, child []string) *exec.Cmd
 	// dial makes a client of the server at base (http://127.0.0.1:port):
 	// it does what a session or handshake needs, once.
 	dial func(ctx context.Context, base string) (caller, error)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -18,30 +17,18 @@ import (
 
 // running is a server started on a free port and ready to be called.
 type running struct {
-	cmd  *exec.Cmd
+	*server
 	base string // http://127.0.0.1:port
 }
-
-// stop ends the server (see stopProcess).
-func (r *running) stop() { stopProcess(r.cmd) }
 
 // startTarget starts t in front of child on a free port and waits until
 // it accepts connections. The caller stops it.
 func startTarget(ctx context.Context, t target, child []string) (*running, error) {
-	port, err := freePort()
+	s, err := startServer(ctx, t, child)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := t.start(ctx, port, child)
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", t.name, err)
-	}
-	r := &running{cmd: cmd, base: "http://127.0.0.1:" + strconv.Itoa(port)}
-	if err := waitPort(ctx, port); err != nil {
-		r.stop()
-		return nil, fmt.Errorf("%s: %w", t.name, err)
-	}
-	return r, nil
+	return &running{server: s, base: "http://127.0.0.1:" + strconv.Itoa(s.port)}, nil
 }
 
 // startGateway is startTarget for a gateway (gatewayTarget), also
