@@ -79,6 +79,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
+		if ctx.Err() != nil {
+			// Whatever failed then failed of the signal (servers killed,
+			// calls cut): their errors would only hide it.
+			log.Fatalf("interrupted (%v): nothing written", context.Cause(ctx))
+		}
 		log.Fatal(err)
 	}
 }
@@ -148,6 +153,10 @@ func run(ctx context.Context, o options) error {
 	gw := filepath.Join(work, "gateway")
 	build := exec.CommandContext(ctx, "go", "build", "-o", gw, "./cmd/gateway")
 	build.Dir, build.Stderr = root, os.Stderr
+	// go waits for its compiler and linker on SIGINT; killed, it left
+	// them running and its work directory behind.
+	build.Cancel = func() error { return build.Process.Signal(os.Interrupt) }
+	build.WaitDelay = time.Minute
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building the gateway: %w", err)
 	}
@@ -195,6 +204,11 @@ func run(ctx context.Context, o options) error {
 			res.Profiles.Dir = rel
 		}
 	}
+	// A run cut short by a signal writes nothing: its figures would
+	// take the place of a whole run's.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if o.results != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(o.results, b, 0o644); err != nil {
@@ -225,6 +239,9 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	report := render(res, concs, targets, ch)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if o.out == "" {
 		_, err = os.Stdout.Write(report)
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -279,6 +281,79 @@ func TestServerEnv(t *testing.T) {
 	for _, kv := range serverEnv() {
 		if strings.HasPrefix(kv, "GATEWAY_") || strings.HasPrefix(kv, "GOGC=") {
 			t.Errorf("the floors would inherit %s", kv)
+		}
+	}
+}
+
+// SIGTERM ends the suite as Ctrl-C does: the servers it runs are stopped,
+// one line says it was interrupted, it fails, and it writes nothing.
+func TestTerminated(t *testing.T) {
+	testNode(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bench")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, results, charts := filepath.Join(dir, "report.md"), filepath.Join(dir, "results.json"), filepath.Join(dir, "charts")
+	// One load run long enough to be cut.
+	cmd := exec.Command(bin, "-runs", "1", "-conc", "1", "-warm", "10ms", "-duration", "2m", "-targets", "relay",
+		"-streams=false", "-scale=false", "-out", out, "-json", results, "-charts", charts)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+	lines := bufio.NewScanner(stderr)
+	var logged []string
+	for lines.Scan() {
+		logged = append(logged, lines.Text())
+		if strings.Contains(lines.Text(), relayName+", run 1 of 1") {
+			break
+		}
+	}
+	// The relay floor (and its child) running under the suite, not only
+	// announced.
+	var tree []int
+	pace := time.NewTicker(5 * time.Millisecond)
+	defer pace.Stop()
+	for deadline := time.Now().Add(30 * time.Second); len(tree) < 3; <-pace.C {
+		if time.Now().After(deadline) {
+			t.Fatalf("no relay floor running: %v\n%s", tree, strings.Join(logged, "\n"))
+		}
+		tree = procTree{pid: cmd.Process.Pid}.pids()
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for lines.Scan() {
+		logged = append(logged, lines.Text())
+	}
+	err = cmd.Wait()
+	done = true
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit code %d (%v), want 1", code, err)
+	}
+	if n := len(logged); n < 2 || !strings.Contains(logged[n-1], "interrupted (terminated signal received)") || !strings.Contains(logged[n-2], "run 1 of 1") {
+		t.Errorf("the log does not end with one line saying it was interrupted:\n%s", strings.Join(logged, "\n"))
+	}
+	for _, f := range []string{out, results, charts} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s was written", f)
+		}
+	}
+	for _, pid := range tree[1:] {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			t.Errorf("a process of the suite's outlived it: %s", b)
 		}
 	}
 }

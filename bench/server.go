@@ -18,7 +18,6 @@ import (
 
 // server is a target's process, started on a port and listening there.
 type server struct {
-	name    string
 	cmd     *exec.Cmd
 	port    int
 	exited  chan struct{} // closed once the process was waited for
@@ -29,9 +28,11 @@ type server struct {
 // stderrTail is how much of a server's stderr is kept to say why it ended.
 const stderrTail = 4 << 10
 
-// serverWaitDelay bounds how long the end of a server's stderr is read
-// after it exited: a descendant it left behind may hold the pipe open.
-const serverWaitDelay = 5 * time.Second
+// serverWaitDelay is how long a server has to exit once the run is cut
+// short (it is then killed), and bounds how long the end of its stderr is
+// read after it exited: a descendant it left behind may hold the pipe
+// open. stop gives it as long.
+const serverWaitDelay = 10 * time.Second
 
 // startServer starts t in front of child on a free port and waits until
 // it listens there. The caller stops it.
@@ -45,20 +46,31 @@ func startServer(ctx context.Context, t target, child []string) (*server, error)
 
 // startOn starts t on port. It returns once the server's own process tree
 // listens there, and fails as soon as the server exits, with the end of
-// what it wrote on stderr.
+// what it wrote on stderr. Its errors do not name t: the callers' do.
 func startOn(ctx context.Context, t target, port int, child []string) (*server, error) {
 	cmd := t.command(ctx, port, child)
-	s := &server{name: t.name, cmd: cmd, port: port, exited: make(chan struct{}), stderr: &tailWriter{max: stderrTail}}
+	s := &server{cmd: cmd, port: port, exited: make(chan struct{}), stderr: &tailWriter{max: stderrTail}}
 	if cmd.Stderr == nil {
 		cmd.Stderr = s.stderr
 	} else {
 		cmd.Stderr = io.MultiWriter(cmd.Stderr, s.stderr)
 	}
+	// Stopped in order when the run is cut short, as by stop, not killed
+	// outright (CommandContext's way): a relay floor killed left its child
+	// behind, writing into a closed pipe. In a process group of its own,
+	// so that a Ctrl-C reaches the suite alone, which stops it so: the
+	// terminal's SIGINT ended a server's child under it, and the server's
+	// complaints hid that the run was interrupted.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = serverWaitDelay
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", t.name, err)
+		return nil, fmt.Errorf("start: %w", err)
 	}
 	go func() {
 		s.waitErr = cmd.Wait()
@@ -66,7 +78,7 @@ func startOn(ctx context.Context, t target, port int, child []string) (*server, 
 	}()
 	if err := s.await(ctx, 30*time.Second); err != nil {
 		s.stop()
-		return nil, fmt.Errorf("%s: %w", t.name, err)
+		return nil, err
 	}
 	return s, nil
 }
@@ -187,13 +199,13 @@ func (s *server) stderrNote() string {
 	return "; its stderr ended:\n" + t
 }
 
-// stop ends the server: SIGTERM, then SIGKILL if it is still there after
-// 10 s.
+// stop ends the server: SIGTERM, then SIGKILL if it is still there
+// serverWaitDelay later.
 func (s *server) stop() {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(serverWaitDelay):
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 	}

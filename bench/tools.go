@@ -26,7 +26,7 @@ type running struct {
 func startTarget(ctx context.Context, t target, child []string) (*running, error) {
 	s, err := startServer(ctx, t, child)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", t.name, err)
 	}
 	return &running{server: s, base: "http://127.0.0.1:" + strconv.Itoa(s.port)}, nil
 }
