@@ -55,26 +55,7 @@ func main() {
 		return
 	}
 	var o options
-	o.sizes = defaultStreamSizes()
-	flag.IntVar(&o.runs, "runs", 3, "runs of each measurement; the report gives their median")
-	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each load run lasts")
-	flag.DurationVar(&o.warm, "warm", time.Second, "warm-up before each load run")
-	flag.StringVar(&o.conc, "conc", "1,16,64,256", "client concurrencies, comma-separated")
-	flag.StringVar(&o.only, "targets", "", "targets to measure, comma-separated: names or their first words (floor or \"http floor\", relay or \"stdio relay floor\", gateway, mcp-proxy, supergateway); empty: all")
-	flag.StringVar(&o.out, "out", "", "write the report (Markdown) here; empty: stdout")
-	flag.StringVar(&o.results, "json", "", "also write the raw results here (JSON)")
-	flag.StringVar(&o.charts, "charts", "", "draw the charts (PNG) in this directory; empty: bench/charts (with -out only)")
-	flag.BoolVar(&o.streams, "streams", true, "run the stream workloads (progress relay, cancellation, concurrent and idle streams)")
-	flag.IntVar(&o.sizes.Samples, "stream-samples", o.sizes.Samples, "cancellations timed per run, alone and with -stream-load streams running")
-	flag.IntVar(&o.sizes.Load, "stream-load", o.sizes.Load, "streams running meanwhile, and concurrent progress streams")
-	flag.IntVar(&o.sizes.Idle, "idle-streams", o.sizes.Idle, "idle streams held open at once to weigh one")
-	flag.BoolVar(&o.scale, "scale", true, "run the large result, the GATEWAY_WORKERS scaling and the profiles")
-	flag.IntVar(&o.bigSize, "big", 64<<20, "the large result's size in bytes")
-	flag.IntVar(&o.bigCalls, "big-calls", 5, "large results asked of each server")
-	flag.DurationVar(&o.bigTimeout, "big-timeout", 2*time.Minute, "the most one large result may take")
-	flag.StringVar(&o.workers, "workers", "1,2,4", "GATEWAY_WORKERS values to compare, comma-separated")
-	flag.DurationVar(&o.spin, "spin", 5*time.Millisecond, "CPU each call of the workers' load costs the child")
-	flag.StringVar(&o.pprof, "pprof", "", "keep the gateway's profiles here; empty: a new temporary directory")
+	defineFlags(flag.CommandLine, &o)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,6 +67,50 @@ func main() {
 		}
 		log.Fatal(err)
 	}
+}
+
+// defineFlags defines the suite's flags on fs, into o.
+func defineFlags(fs *flag.FlagSet, o *options) {
+	o.sizes = defaultStreamSizes()
+	fs.IntVar(&o.runs, "runs", 3, "runs of each measurement; the report gives their median")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long each load run lasts")
+	fs.DurationVar(&o.warm, "warm", time.Second, "warm-up before each load run")
+	fs.StringVar(&o.conc, "conc", "1,16,64,256", "client concurrencies, comma-separated")
+	fs.StringVar(&o.only, "targets", "", "targets to measure, comma-separated: names or their first words (floor or \"http floor\", relay or \"stdio relay floor\", gateway, mcp-proxy, supergateway); empty: all")
+	fs.StringVar(&o.out, "out", "", "write the report (Markdown) here; empty: stdout")
+	fs.StringVar(&o.results, "json", "", "also write the raw results here (JSON)")
+	fs.StringVar(&o.charts, "charts", "", "draw the charts (PNG) in this directory; empty: bench/charts (with -out only)")
+	fs.BoolVar(&o.streams, "streams", true, "run the stream workloads (progress relay, cancellation, concurrent and idle streams)")
+	fs.IntVar(&o.sizes.Samples, "stream-samples", o.sizes.Samples, "cancellations timed per run, alone and with -stream-load streams running")
+	fs.IntVar(&o.sizes.Load, "stream-load", o.sizes.Load, "streams running meanwhile, and concurrent progress streams")
+	fs.IntVar(&o.sizes.Idle, "idle-streams", o.sizes.Idle, "idle streams held open at once to weigh one")
+	fs.BoolVar(&o.scale, "scale", true, "run the large result, the GATEWAY_WORKERS scaling and the profiles")
+	fs.IntVar(&o.bigSize, "big", 64<<20, "the large result's size in bytes")
+	fs.IntVar(&o.bigCalls, "big-calls", 5, "large results asked of each server")
+	fs.DurationVar(&o.bigTimeout, "big-timeout", 2*time.Minute, "the most one large result may take")
+	fs.StringVar(&o.workers, "workers", "1,2,4", "GATEWAY_WORKERS values to compare, comma-separated")
+	fs.DurationVar(&o.spin, "spin", 5*time.Millisecond, "CPU each call of the workers' load costs the child")
+	fs.StringVar(&o.pprof, "pprof", "", "keep the gateway's profiles here; empty: a new temporary directory")
+}
+
+// flagSetting is a flag the run had, and its default.
+type flagSetting struct{ Name, Value, Default string }
+
+// flagSettings are the flags o stands for, by name, but for those that
+// say where the results go.
+func flagSettings(o options) []flagSetting {
+	var cur options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	defineFlags(fs, &cur)
+	// The flags' values point into cur: they read o's from now on.
+	cur = o
+	var out []flagSetting
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains([]string{"out", "json", "charts", "pprof"}, f.Name) {
+			out = append(out, flagSetting{Name: f.Name, Value: f.Value.String(), Default: f.DefValue})
+		}
+	})
+	return out
 }
 
 type options struct {
@@ -109,6 +134,7 @@ type options struct {
 // results is everything one suite run measured.
 type results struct {
 	Started  time.Time
+	Flags    []flagSetting // what the run was told to measure, and how
 	Versions map[string]string
 	Stdio    []stdioResult           // the child alone, per window, each run
 	Load     map[string][]loadResult // by target, each concurrency, each run
@@ -162,7 +188,7 @@ func run(ctx context.Context, o options) error {
 	}
 	targets := []target{floorTarget(self), relayTarget(self), gatewayTarget("gateway", gw)}
 	targets = append(targets, peerTargets(node, filepath.Join(root, "bench"))...)
-	res := results{Started: time.Now().UTC(), Versions: versions(ctx, node, gw), Load: map[string][]loadResult{}, RSS: map[string]int64{}}
+	res := results{Started: time.Now().UTC(), Flags: flagSettings(o), Versions: versions(ctx, node, gw), Load: map[string][]loadResult{}, RSS: map[string]int64{}}
 
 	log.Printf("the child alone over stdio")
 	for range o.runs {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"flag"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,5 +29,32 @@ func TestMedian(t *testing.T) {
 	}
 	if got, want := median([]int64{1<<62 + 2, 1<<62 + 4}), int64(1<<62+3); got != want {
 		t.Errorf("median near the int64 limit = %d, want %d", got, want)
+	}
+}
+
+// The report's header gives the run's flags, and marks those not at
+// their defaults.
+func TestFlagsInReport(t *testing.T) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	defineFlags(fs, &o)
+	if err := fs.Parse([]string{"-runs", "1", "-duration", "2s", "-targets", "gateway", "-out", "x.md"}); err != nil {
+		t.Fatal(err)
+	}
+	head := string(render(results{Flags: flagSettings(o)}, nil, nil, chartSet{}))
+	head, _, _ = strings.Cut(head, "\n\n\n")
+	for _, want := range []string{"**`-runs=1`** (default 3)", "**`-duration=2s`** (default 5s)", "**`-targets=gateway`** (default \"\")",
+		"`-warm=1s`,", "`-conc=1,16,64,256`,", "`-streams=true`,", "`-scale=true`,", "`-big-calls=5`,", "(in bold, those not at their defaults)"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("the report's header lacks %q:\n%s", want, head)
+		}
+	}
+	if strings.Contains(head, "-out") {
+		t.Errorf("the header names where the report went:\n%s", head)
+	}
+	var d options
+	defineFlags(flag.NewFlagSet("bench", flag.ContinueOnError), &d)
+	if got := renderFlags(flagSettings(d)); !strings.HasSuffix(got, "(all at their defaults)") || strings.Contains(got, "**") {
+		t.Errorf("defaults: %s", got)
 	}
 }
