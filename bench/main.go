@@ -90,7 +90,7 @@ func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&o.bigTimeout, "big-timeout", 2*time.Minute, "the most one large result may take")
 	fs.StringVar(&o.workers, "workers", "1,2,4", "GATEWAY_WORKERS values to compare, comma-separated")
 	fs.DurationVar(&o.spin, "spin", 5*time.Millisecond, "CPU each call of the workers' load costs the child")
-	fs.StringVar(&o.pprof, "pprof", "", "keep the gateway's profiles here; empty: a new temporary directory")
+	fs.StringVar(&o.pprof, "pprof", "", "keep the gateway's profiles here; empty: not kept")
 }
 
 // flagSetting is a flag the run had, and its default.
@@ -220,11 +220,11 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	if o.scale {
-		if err := measureScale(ctx, gw, child, node, root, &res, o); err != nil {
+		if err := measureScale(ctx, gw, child, node, root, work, &res, o); err != nil {
 			return err
 		}
 	}
-	if res.Profiles != nil && o.out != "" {
+	if res.Profiles != nil && res.Profiles.Dir != "" && o.out != "" {
 		// Named from where the report is, for its readers.
 		if rel, err := relTo(filepath.Dir(o.out), res.Profiles.Dir); err == nil {
 			res.Profiles.Dir = rel
@@ -290,8 +290,9 @@ func relTo(dir, path string) (string, error) {
 }
 
 // measureScale runs the large result (through the gateway and the peers
-// selected), the GATEWAY_WORKERS scaling and the profiles of the gateway.
-func measureScale(ctx context.Context, gw string, child []string, node, root string, res *results, o options) error {
+// selected), the GATEWAY_WORKERS scaling and the profiles of the gateway
+// (kept in -pprof's directory; without it, in work, removed with it).
+func measureScale(ctx context.Context, gw string, child []string, node, root, work string, res *results, o options) error {
 	var peers []target
 	for _, t := range peerTargets(node, filepath.Join(root, "bench")) {
 		if selected(o.only, t.name) {
@@ -311,14 +312,19 @@ func measureScale(ctx context.Context, gw string, child []string, node, root str
 		return fmt.Errorf("workers: %w", err)
 	}
 	res.Workers = &wk
-	dir, err := profileDir(o.pprof)
-	if err != nil {
-		return err
+	dir, where := o.pprof, "profiles in "+o.pprof
+	if dir == "" {
+		// A temporary directory kept after the run was left behind by
+		// every run without -pprof.
+		dir, where = filepath.Join(work, "pprof"), "profiles not kept: no -pprof"
 	}
-	log.Printf("profiling the gateway at concurrency 64 and 1 (profiles in %s)", dir)
+	log.Printf("profiling the gateway at concurrency 64 and 1 (%s)", where)
 	pp, err := runProfiles(ctx, gw, child, []int{64, 1}, o.warm, max(o.duration.Truncate(time.Second), time.Second), true, dir)
 	if err != nil {
 		return fmt.Errorf("profiles: %w", err)
+	}
+	if o.pprof == "" {
+		pp.Dir = "" // gone with the run
 	}
 	res.Profiles = &pp
 	return nil

@@ -38,10 +38,13 @@ func TestMain(m *testing.M) {
 func TestSuiteRuns(t *testing.T) {
 	testNode(t)
 	dir := t.TempDir()
+	// Whatever the run puts in the temporary directory, it removes.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	o := options{runs: 1, duration: 300 * time.Millisecond, warm: 100 * time.Millisecond, conc: "1,64",
 		only: "floor,relay,gateway", out: filepath.Join(dir, "report.md"), results: filepath.Join(dir, "results.json"), charts: filepath.Join(dir, "charts"),
 		streams: true, sizes: streamSizes{Samples: 5, Load: 10, LoadEvery: 20, Steps: 3, Every: 5, RelaySteps: 5, RelayEvery: 2, Idle: 10, Openers: 4},
-		scale: true, bigSize: 1 << 20, bigCalls: 1, bigTimeout: time.Minute, workers: "1,2", spin: 2 * time.Millisecond, pprof: filepath.Join(dir, "pprof")}
+		scale: true, bigSize: 1 << 20, bigCalls: 1, bigTimeout: time.Minute, workers: "1,2", spin: 2 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	spinning := len(spinnerPids(t))
@@ -58,7 +61,8 @@ func TestSuiteRuns(t *testing.T) {
 	for _, want := range []string{"| gateway | 1 |", "| gateway | 64 |", "| " + floorName + " | 64 |", "| " + relayName + " | 1 |", "## The child alone over stdio",
 		"| CPU per call, c=64", "| p50, c=1 | ", "The stdio relay floor (`bench relay`",
 		"µs | HTTP floor ", "µs | stdio relay floor ", "| calls/s, c=64 | ", "## Streams", "| 40 of 40 | 0 | 0 | 0 |", "![Stream latencies", "The bare hops (`bench/hops.go`)", "**The same stream with the CPUs kept busy** (`bench/awake.go`), 1 run.",
-		"## A 1 MiB result", "## GATEWAY_WORKERS with a CPU-bound child", "## Where the gateway's CPU and allocations go (pprof)", "/big-memory.png)", "/workers.png)"} {
+		"## A 1 MiB result", "## GATEWAY_WORKERS with a CPU-bound child", "## Where the gateway's CPU and allocations go (pprof)", "/big-memory.png)", "/workers.png)",
+		"The profiles were not kept (`-pprof DIR` keeps them)."} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("the report has no %q:\n%s", want, report)
 		}
@@ -83,10 +87,17 @@ func TestSuiteRuns(t *testing.T) {
 		res.Streams.Awake[0].Idle < 0 || res.Streams.Awake[0].Idle >= 1 {
 		t.Errorf("streams: %+v", res.Streams)
 	}
-	for _, png := range []string{"throughput.png", "latency.png", "cpu.png", "memory.png", "streams.png"} {
+	// Every chart the suite draws, and so every one drawAll removes first.
+	for _, png := range chartFiles() {
 		if st, err := os.Stat(filepath.Join(o.charts, png)); err != nil || st.Size() < 1000 {
 			t.Errorf("chart %s: %v", png, err)
 		}
+	}
+	if pngs, _ := filepath.Glob(filepath.Join(o.charts, "*")); len(pngs) != len(chartFiles()) {
+		t.Errorf("charts drawn: %q; chartFiles: %q", pngs, chartFiles())
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("the run left %v in its temporary directory", left)
 	}
 	if len(res.Stdio) != 2 || res.Stdio[0].Calls == 0 {
 		t.Errorf("stdio: %+v", res.Stdio)

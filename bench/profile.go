@@ -24,7 +24,7 @@ import (
 
 // profileResult is the profiles taken, at each concurrency.
 type profileResult struct {
-	Dir  string // where the profiles are
+	Dir  string // where the profiles are; "": not kept
 	Runs []profileRun
 }
 
@@ -287,16 +287,6 @@ func parseValue(s, unit string) (float64, error) {
 	return v, nil
 }
 
-// profileDir is where the profiles go: dir, or when it is "" a new
-// directory under the system's temporary one, which outlives the run (the
-// suite's own work directory is removed when it ends).
-func profileDir(dir string) (string, error) {
-	if dir != "" {
-		return dir, os.MkdirAll(dir, 0o755)
-	}
-	return os.MkdirTemp("", "gateway-bench-pprof-")
-}
-
 // perCall is a profile's total spread over the calls its window saw.
 func (r profileRun) perCall(total float64) float64 {
 	calls := r.Load.rate() * r.Window.Seconds()
@@ -314,7 +304,11 @@ func renderProfiles(r profileResult) []byte {
 	p("The gateway with `GATEWAY_ADMIN_ADDR` on a second port and its logging at the default level, under the\n")
 	p("echo load above, profiled over one window at each concurrency: `/debug/pprof/profile?seconds=N` (CPU)\n")
 	p("and `/debug/pprof/allocs?seconds=N` (the allocations made in the same window; sampled, so estimates).\n")
-	p("The profiles are in `%s` (`go tool pprof -http=: FILE`). Percentages are of the profile's total;\n", r.Dir)
+	if r.Dir != "" {
+		p("The profiles are in `%s` (`go tool pprof -http=: FILE`). Percentages are of the profile's total;\n", r.Dir)
+	} else {
+		p("The profiles were not kept (`-pprof DIR` keeps them). Percentages are of the profile's total;\n")
+	}
 	p("\"flat\" is in the function itself, \"cumulative\" with what it calls. Per call: the total divided by\n")
 	p("the calls answered in the window (the profiler's own cost included).\n\n")
 	for _, run := range r.Runs {

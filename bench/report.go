@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -153,10 +155,24 @@ func drawCharts(dir, rel string, res results, concs []int, targets []target) (st
 // chartSet is the Markdown of the charts drawn, by section.
 type chartSet struct{ echo, streams, big, workers string }
 
+// chartFiles are the names of the charts the suite draws.
+func chartFiles() []string {
+	return []string{"throughput.png", "latency.png", "cpu.png", "scaling.png", "memory.png", "streams.png",
+		"big-memory.png", "big-time.png", "workers.png"}
+}
+
 // drawAll draws every chart the results have data for into dir, named rel
-// from the report.
+// from the report. The charts an earlier run drew there are removed
+// first: those this run does not draw (a run with -scale=false has no
+// workers.png) would sit beside its report as if they were its own. Other
+// files in dir are left alone.
 func drawAll(dir, rel string, res results, concs []int, targets []target) (chartSet, error) {
 	var ch chartSet
+	for _, f := range chartFiles() {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return ch, err
+		}
+	}
 	var err error
 	if ch.echo, err = drawCharts(dir, rel, res, concs, targets); err != nil {
 		return ch, err

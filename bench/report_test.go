@@ -2,6 +2,9 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +59,33 @@ func TestFlagsInReport(t *testing.T) {
 	defineFlags(flag.NewFlagSet("bench", flag.ContinueOnError), &d)
 	if got := renderFlags(flagSettings(d)); !strings.HasSuffix(got, "(all at their defaults)") || strings.Contains(got, "**") {
 		t.Errorf("defaults: %s", got)
+	}
+}
+
+// The charts an earlier run drew, and this one does not, are removed from
+// the directory; files the suite does not draw stay.
+func TestDrawAllRemovesStaleCharts(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"workers.png", "big-time.png", "streams.png", "mine.png"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := results{Load: map[string][]loadResult{"gateway": {{Conc: 1, Calls: 100, Elapsed: time.Second, P50: time.Millisecond, P99: 2 * time.Millisecond, CPU: 0.01, OwnCPU: 0.005}}},
+		RSS: map[string]int64{"gateway": 20 << 20}}
+	ch, err := drawAll(dir, "charts", res, []int{1}, []target{{name: "gateway"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{"cpu.png", "latency.png", "memory.png", "mine.png", "throughput.png"}; !slices.Equal(left, want) {
+		t.Errorf("the directory holds %q, want %q", left, want)
+	}
+	if ch.streams != "" || ch.big != "" || ch.workers != "" || !strings.Contains(ch.echo, "charts/throughput.png") {
+		t.Errorf("charts: %+v", ch)
 	}
 }
