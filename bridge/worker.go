@@ -330,8 +330,7 @@ func hasParam(req *mcp.Request, name string) bool {
 // cannot name anything the child knows. Anything else is forwarded as it
 // is.
 func (w *worker) notify(ctx context.Context, n *jsonrpc.Message) error {
-	switch n.Method {
-	case mcp.NoteCancelled, mcp.NoteProgress, mcp.NoteInitialized, mcp.NoteRootsChanged:
+	if mcp.KeptFromServer(n.Method) {
 		w.log.Debug("absorbed a client notification", "method", clipped(n.Method))
 		return nil
 	}

@@ -73,9 +73,12 @@ type accessWriter struct {
 	bytes  int64
 	// place gives back the request's place among its client's open
 	// requests (see handlers.limit); nil: it holds none. Set before the
-	// handler runs; placeGiven makes it run once, from the handler or
-	// from the goroutine of a stream that left the server.
+	// handler runs, or by it once it has read the request's message
+	// (admitMessage, while limitsDue), before any answer is written;
+	// placeGiven makes it run once, from the handler or from the
+	// goroutine of a stream that left the server.
 	place      func()
+	limitsDue  bool
 	audited    bool // the request's audit line is logged
 	placeGiven atomic.Bool
 }

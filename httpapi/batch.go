@@ -80,7 +80,8 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	var first, calls []*batchPart
-	asked := 0 // the messages with an answer to send
+	asked := 0             // the messages with an answer to send
+	dearest := costNothing // of the messages served
 	for _, s := range spans {
 		p := &batchPart{raw: body[s.Start:s.End], header: http.Header{}}
 		msg, err := jsonrpc.Parse(p.raw)
@@ -107,6 +108,14 @@ func (h *handlers) batch(w http.ResponseWriter, r *http.Request, body []byte) {
 		if p.asks {
 			asked++
 		}
+		if p.answer == nil {
+			dearest = max(dearest, costOf(msg.Kind, msg.Method))
+		}
+	}
+	// The batch's POST costs what its dearest message would alone: with a
+	// request in it, it is a call, whose place the first request rides on.
+	if !h.admitMessage(w, r, dearest) {
+		return
 	}
 	// Each request counts against the client's limits as a POST of its own
 	// would, for as long as it is served; the first rides on the batch's

@@ -8,6 +8,7 @@ import (
 	"github.com/stdiomcp/gateway/clientlimit"
 	"github.com/stdiomcp/gateway/detach"
 	"github.com/stdiomcp/gateway/jsonrpc"
+	"github.com/stdiomcp/gateway/mcp"
 )
 
 // Limiter holds per-client limits; *clientlimit.Limiter is one.
@@ -42,44 +43,125 @@ func network(addr string) string {
 	return p.String()
 }
 
-// limit refuses, with 429, a client over its rate or with too many
-// requests open; it runs after authentication, so that it keys on who the
-// caller is.
-func (h *handlers) limit(next http.Handler) http.Handler {
-	if h.opts.Limiter == nil {
-		return next
+// cost is what a request costs its client against its limits; the
+// costs of messages are in the order of what they take.
+type cost int
+
+const (
+	// costNothing: an answer to a question the gateway relayed, or a
+	// notification the gateway keeps from the child (mcp.KeptFromServer).
+	// The client owes it to a call or a session already counted, and a
+	// limit that refused it would hold that call up: a question waits
+	// for its answer while its call holds the client's last place, and a
+	// client that cannot cancel a call cannot free one either.
+	costNothing cost = iota
+	// costToken: a token of the client's rate, and no place among its
+	// open requests: a message that is over once taken (a notification
+	// the child is sent, DELETE /mcp). What reaches the child is paid
+	// for, so that a client cannot flood it with notifications.
+	costToken
+	// costCall: a token, and a place among the client's open requests
+	// until its answer is sent.
+	costCall
+	// costOfMessage: what a POST /mcp costs is known once its body is
+	// read: the handler applies it (see admitMessage).
+	costOfMessage
+)
+
+// costOf is what a message of kind and method costs its client; a batch
+// costs what the dearest of the messages it serves does (see batch).
+func costOf(kind jsonrpc.Kind, method string) cost {
+	switch {
+	case kind == jsonrpc.KindRequest:
+		return costCall
+	case kind == jsonrpc.KindNotification && !mcp.KeptFromServer(method):
+		return costToken
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := h.clientKey(r)
-		if ok, wait := h.opts.Limiter.Allow(key); !ok {
-			h.tooMany(w, r, key, wait)
-			return
+	return costNothing
+}
+
+// limit refuses, with 429, a client over its rate or with too many
+// requests open, charging each request c; it runs after authentication,
+// so that it keys on who the caller is. With costOfMessage it only notes
+// that the handler is to charge the request once it has read its message.
+func (h *handlers) limit(c cost) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		if h.opts.Limiter == nil {
+			return next
 		}
-		release, ok := h.opts.Limiter.Open(key)
-		if !ok {
-			h.tooManyOpen(w, r, key)
-			return
-		}
-		aw := accessWriterOf(w)
-		if aw == nil {
-			// Not under accessLog, as every route New makes is: the place
-			// is given back as the request ends.
-			defer detach.Later(w, release)
-			next.ServeHTTP(w, r)
-			return
-		}
-		// Given back as the answer leaves (see answering), else as the
-		// request ends: a client gone, a panic, no answer at all.
-		aw.place = release
-		defer func() {
-			if detach.Left(w) {
-				detach.Later(w, aw.givePlaceBack) // a closure only for a stream that left
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			aw := accessWriterOf(w)
+			if aw == nil {
+				// Not under accessLog, as every route New makes is: the
+				// request pays as a call at once, and its place is given
+				// back as it ends.
+				release, ok := h.charge(w, r, costCall)
+				if !ok {
+					return
+				}
+				defer detach.Later(w, release)
+				next.ServeHTTP(w, r)
 				return
 			}
-			aw.givePlaceBack()
-		}()
-		next.ServeHTTP(w, r)
-	})
+			if c == costOfMessage {
+				aw.limitsDue = true
+			} else if place, ok := h.charge(w, r, c); ok {
+				aw.place = place
+			} else {
+				return
+			}
+			// A place, if the request takes one, is given back as the
+			// answer leaves (see answering), else as the request ends: a
+			// client gone, a panic, no answer at all.
+			defer func() {
+				if detach.Left(w) {
+					detach.Later(w, aw.givePlaceBack) // a closure only for a stream that left
+					return
+				}
+				aw.givePlaceBack()
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// admitMessage charges w's request c, the cost of the message its body
+// holds, when its route left that to the handler (costOfMessage), or
+// answers 429 and reports false. It is asked once the message is parsed,
+// before anything is done for it; what else calls the handler (a batch's
+// parts, admitted by the batch) has nothing due.
+func (h *handlers) admitMessage(w http.ResponseWriter, r *http.Request, c cost) bool {
+	aw := accessWriterOf(w)
+	if aw == nil || !aw.limitsDue {
+		return true
+	}
+	aw.limitsDue = false
+	place, ok := h.charge(w, r, c)
+	aw.place = place
+	return ok
+}
+
+// charge takes c from the client's limits, with place giving back the
+// place a call holds (nil for what takes none), or answers 429 on w and
+// reports false.
+func (h *handlers) charge(w http.ResponseWriter, r *http.Request, c cost) (place func(), ok bool) {
+	if c == costNothing {
+		return nil, true
+	}
+	key := h.clientKey(r)
+	if ok, wait := h.opts.Limiter.Allow(key); !ok {
+		h.tooMany(w, r, key, wait)
+		return nil, false
+	}
+	if c == costToken {
+		return nil, true
+	}
+	place, ok = h.opts.Limiter.Open(key)
+	if !ok {
+		h.tooManyOpen(w, r, key)
+		return nil, false
+	}
+	return place, true
 }
 
 // answering gives back the place w's request holds among its client's

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -282,5 +283,151 @@ func TestPlaceHeldWhileAnswerIsSent(t *testing.T) {
 				t.Errorf("read %d more bytes: %v", n, err)
 			}
 		})
+	}
+}
+
+// notifiedWith waits for the message the backend is sent (a notification
+// or an answer), and fails unless it holds want.
+func notifiedWith(t *testing.T, f *fakeBackend, want string) {
+	t.Helper()
+	select {
+	case m := <-f.notified:
+		if !strings.Contains(string(m.Raw), want) {
+			t.Errorf("the backend was sent %s, want %s", m.Raw, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not reach the backend", want)
+	}
+}
+
+// Only a request takes a place among its client's open requests: with
+// its one place held by a call whose question waits for the client's
+// answer, the answer passes, as does whatever else the client owes the
+// call or its session (a notification, a batch of them, a cancellation,
+// the session's end); another request is still refused.
+func TestOnlyRequestsTakeAPlace(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	lim := newPlaceCount(t, 1)
+	srv := newServer(t, f, Options{Limiter: lim})
+	sid := initializeWith(t, f, srv.URL, init0326)
+	inSession := func(body string) *http.Response {
+		t.Helper()
+		return post(t, srv.URL+"/mcp", "application/json", body, "Mcp-Session-Id", sid)
+	}
+	// A call held until the test ends it, or ends itself.
+	held := func() *fakeCall {
+		t.Helper()
+		c := f.next(t)
+		t.Cleanup(func() { c.finish(nil, context.Canceled) })
+		return c
+	}
+	done := postInBackground(srv.URL+"/mcp", `{"jsonrpc":"2.0","id":"c1","method":"tools/call"}`, "Mcp-Session-Id", sid)
+	c := held()
+	for _, m := range []struct{ name, body, reaches string }{
+		{"an answer", `{"jsonrpc":"2.0","id":"q1","result":{"action":"accept","content":{"name":"ada"}}}`, `"q1"`},
+		{"an error for an answer", `{"jsonrpc":"2.0","id":"q2","error":{"code":-1,"message":"no"}}`, `"q2"`},
+		{"a notification the child is sent", `{"jsonrpc":"2.0","method":"notifications/custom"}`, "notifications/custom"},
+		{"a notification the gateway keeps", `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`, "roots/list_changed"},
+		{"a batch of them", `[{"jsonrpc":"2.0","id":"q3","result":{}}]`, `"q3"`},
+	} {
+		if resp := inSession(m.body); resp.StatusCode != http.StatusAccepted {
+			body, _ := io.ReadAll(resp.Body)
+			t.Errorf("%s while the call holds the place: %d %s, want 202", m.name, resp.StatusCode, body)
+			continue
+		}
+		notifiedWith(t, f, m.reaches)
+	}
+	if resp := inSession(`{"jsonrpc":"2.0","id":"c2","method":"tools/call"}`); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a second call: %d, want 429", resp.StatusCode)
+	}
+	nothingReached(t, f)
+	if resp := inSession(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"stop"}}`); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("the call's cancellation: %d, want 202", resp.StatusCode)
+	}
+	if cause := c.waitEnded(t); cause == nil || cause.Error() != "stop" {
+		t.Errorf("the call ended with %v, want the client's cancellation", cause)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	notifiedWith(t, f, "notifications/cancelled")
+
+	done = postInBackground(srv.URL+"/mcp", `{"jsonrpc":"2.0","id":"c3","method":"tools/call"}`, "Mcp-Session-Id", sid)
+	c = held()
+	req := newPost(srv.URL+"/mcp", "", "", "Mcp-Session-Id", sid)
+	req.Method = http.MethodDelete
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("the session's end while its call holds the place: %v %v, want 204", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	c.waitEnded(t)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The rate counts calls: the client's answers and the notifications the
+// gateway keeps from the child cost nothing, even from a client whose
+// bucket is empty; a notification the child is sent costs what a call
+// does.
+func TestRateCountsCalls(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	// Three calls, for good: the bucket never refills.
+	srv := newServer(t, f, Options{Limiter: clientlimit.New(clientlimit.Options{Rate: 1e-9, Burst: 3})})
+	sid := initializeWith(t, f, srv.URL, init0326) // the first
+	// send plays the child for a call that reaches it.
+	send := func(body string) int {
+		t.Helper()
+		status := make(chan int, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(newPost(srv.URL+"/mcp", "application/json", body, "Mcp-Session-Id", sid))
+			if err != nil {
+				t.Error(err)
+				status <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			status <- resp.StatusCode
+		}()
+		select {
+		case c := <-f.calls:
+			c.finish([]byte(`{"jsonrpc":"2.0","id":`+string(c.req.ID)+`,"result":{}}`), nil)
+			return <-status
+		case got := <-status:
+			return got
+		}
+	}
+	free := []string{
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"gone"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}`,
+		`{"jsonrpc":"2.0","id":"q1","result":{"action":"accept","content":{}}}`,
+		`[{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":"q2","error":{"code":-1,"message":"no"}}]`,
+	}
+	for _, body := range free {
+		if got := send(body); got != http.StatusAccepted {
+			t.Errorf("%s: %d, want 202", body, got)
+		}
+	}
+	if got := send(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`); got != http.StatusOK { // the second
+		t.Errorf("the first call after the handshake: %d, want 200", got)
+	}
+	if got := send(`{"jsonrpc":"2.0","method":"notifications/custom"}`); got != http.StatusAccepted { // the third
+		t.Errorf("a notification the child is sent: %d, want 202", got)
+	}
+	for _, body := range []string{`{"jsonrpc":"2.0","id":2,"method":"tools/call"}`, `{"jsonrpc":"2.0","method":"notifications/custom"}`,
+		`[{"jsonrpc":"2.0","method":"notifications/custom"}]`} {
+		if got := send(body); got != http.StatusTooManyRequests {
+			t.Errorf("%s once the bucket is empty: %d, want 429", body, got)
+		}
+	}
+	for _, body := range free {
+		if got := send(body); got != http.StatusAccepted {
+			t.Errorf("%s once the bucket is empty: %d, want 202", body, got)
+		}
 	}
 }

@@ -39,7 +39,13 @@ func (h *handlers) mcp(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, http.StatusBadRequest, jsonrpc.BestEffortID(body), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()})
 		return
-	case msg.Kind == jsonrpc.KindResponse:
+	}
+	// The client's limits, now that the message says what it costs:
+	// before anything is done for it.
+	if !h.admitMessage(w, r, costOf(msg.Kind, msg.Method)) {
+		return
+	}
+	if msg.Kind == jsonrpc.KindResponse {
 		h.answer(w, r, msg)
 		return
 	}

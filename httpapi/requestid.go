@@ -22,7 +22,7 @@ type naming struct {
 	trace  trace
 	traced bool
 	said   [1]string // the answer's X-Request-Id, held here to save an allocation
-	// refusal says why the request was refused before it was read
+	// refusal says why the request was refused before it was served
 	// (credentials, limits), for its access line: key/value pairs.
 	refusal []any
 }

@@ -36,7 +36,7 @@ func (h *handlers) restRoutes(r chi.Router) {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			writeProblem(w, newProblem(kindMethodNotAllowed, http.StatusMethodNotAllowed, r.Method+" is not served on "+clip(r.URL.Path)))
 		})
-		g := v.With(h.guardOrigin, h.authenticate, h.limit)
+		g := v.With(h.guardOrigin, h.authenticate, h.limit(costCall))
 		g.Get("/tools", h.restTools)
 		g.Post("/tools/{name}", h.restToolCall)
 		g.Get("/tools/{name}", h.restToolCall)

@@ -50,8 +50,8 @@ type Meter interface {
 	// something for, read at each scrape.
 	SessionsLive(count func() float64)
 	// CallAudited counts a call by caller (see caller.label) and outcome
-	// (as in the audit line); Refused, a request refused before it was
-	// read (unauthorized, rate_limited, too_many_streams).
+	// (as in the audit line); Refused, a request refused before anything
+	// was done for it (unauthorized, rate_limited, too_many_streams).
 	CallAudited(caller, outcome string)
 	Refused(reason string)
 }
@@ -175,10 +175,11 @@ func New(b Backend, opts Options) http.Handler {
 	// as long as the call, and chi's Timeout writes a 504 after the fact.
 	// Every route that reaches the child is guarded, then authenticated,
 	// then limited, in that order: a rebinding page learns nothing, and a
-	// limit keys on who the caller is.
-	guarded := r.With(h.guardOrigin, h.authenticate, h.limit)
-	guarded.Post("/mcp", h.mcp)
-	guarded.Delete("/mcp", h.endSession)
+	// limit keys on who the caller is. What a POST costs is known once its
+	// body is read (see costOf); a DELETE is over once answered.
+	guarded := r.With(h.guardOrigin, h.authenticate)
+	guarded.With(h.limit(costOfMessage)).Post("/mcp", h.mcp)
+	guarded.With(h.limit(costToken)).Delete("/mcp", h.endSession)
 	h.restRoutes(r)
 	// The web page needs no credentials: it is static, and asks for a
 	// token when the API answers 401.

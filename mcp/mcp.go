@@ -82,6 +82,19 @@ func IsTaskMethod(method string) bool {
 	return len(method) > len(tasksMethodPrefix) && method[:len(tasksMethodPrefix)] == tasksMethodPrefix
 }
 
+// KeptFromServer reports whether a client's notification of method is
+// one a gateway that shares its server among clients keeps from it: it
+// only makes sense between one client and one server (the client's
+// handshake, its roots, a cancellation or progress naming its own
+// requests), and the gateway acts on it itself, if at all.
+func KeptFromServer(method string) bool {
+	switch method {
+	case NoteCancelled, NoteProgress, NoteInitialized, NoteRootsChanged:
+		return true
+	}
+	return false
+}
+
 // RemovedInModern reports whether 2026-07-28 took method away: a modern
 // request for it is refused even though a legacy child would serve it.
 func RemovedInModern(method string) bool {

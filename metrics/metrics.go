@@ -110,7 +110,7 @@ func (m *Metrics) CallAudited(caller, outcome string) {
 	m.byCaller.WithLabelValues(caller, outcome).Inc()
 }
 
-// Refused counts a request refused before it was read.
+// Refused counts a request refused before it was served.
 func (m *Metrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // Handler serves the registry in Prometheus's text format.

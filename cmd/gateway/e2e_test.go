@@ -536,3 +536,66 @@ func TestRetryIsBoundToItsArguments(t *testing.T) {
 		t.Errorf("the child got %d calls, want the one parked", calls)
 	}
 }
+
+// A 2025 client whose one open request (GATEWAY_MAX_STREAMS_PER_CLIENT=1)
+// is a call waiting for its answer to the child's question answers it,
+// and the call ends with that answer; it cancels its next call, with a
+// rate that leaves it a call for each: only requests take a place or a
+// token, and what the client owes its calls or its session (the answer,
+// notifications/initialized, the cancellation) is let through.
+func TestAnswersAndCancellationsWithinLimits(t *testing.T) {
+	t.Parallel()
+	// Four calls, for good: initialize and three tools/call.
+	g := startGateway(t, []string{"GATEWAY_MAX_STREAMS_PER_CLIENT=1", "GATEWAY_RATE_LIMIT=0.001", "GATEWAY_RATE_BURST=4"})
+	ctx := context.Background()
+	send := func(sid, body string) *http.Response {
+		t.Helper()
+		return postInSession(t, ctx, g.URL, sid, body)
+	}
+	accepted := func(what string, resp *http.Response) {
+		t.Helper()
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("%s: %d %s, want 202", what, resp.StatusCode, b)
+		}
+	}
+	init := send("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"e","version":"1"}}}`)
+	io.Copy(io.Discard, init.Body)
+	sid := init.Header.Get("Mcp-Session-Id")
+	accepted("notifications/initialized", send(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+
+	call := newSSEReader(send(sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_elicitation","arguments":{"message":"who?"}}}`).Body)
+	var question struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if ev := call.next(); json.Unmarshal([]byte(ev), &question) != nil || question.Method != "elicitation/create" {
+		t.Fatalf("the call's first event: %q, want the child's question", ev)
+	}
+	accepted("the answer", send(sid, `{"jsonrpc":"2.0","id":`+string(question.ID)+`,"result":{"action":"accept","content":{"username":"ada","email":"ada@example.com"}}}`))
+	if final := call.next(); !strings.Contains(final, `"id":1,"result"`) || !strings.Contains(final, `\"username\":\"ada\"`) {
+		t.Errorf("the call's answer: %s, want ada's", final)
+	}
+	// Its place is free once its answer is read.
+	if resp := send(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`); resp.StatusCode != http.StatusOK {
+		t.Errorf("the next call: %d, want 200", resp.StatusCode)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+	}
+
+	slow := newSSEReader(send(sid, fmt.Sprintf(demoSlowWith, "slow", 60000, 20)).Body)
+	if ev := slow.next(); !strings.Contains(ev, "notifications/progress") {
+		t.Fatalf("the slow call's first event: %q, want progress", ev)
+	}
+	accepted("the cancellation", send(sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow","reason":"stop"}}`))
+	for ev := slow.next(); ev != ""; ev = slow.next() {
+		if strings.Contains(ev, `"result"`) {
+			t.Errorf("the cancelled call's stream: %s, want no result", ev)
+		}
+	}
+	// The rate still counts calls.
+	var e rpcError
+	resp := send(sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`)
+	if json.NewDecoder(resp.Body).Decode(&e); resp.StatusCode != http.StatusTooManyRequests || e.Error.Data.Reason != "rate_limited" {
+		t.Errorf("a fourth call: %d %+v, want 429, rate_limited", resp.StatusCode, e.Error)
+	}
+}
