@@ -79,6 +79,7 @@ type accessWriter struct {
 	// goroutine of a stream that left the server.
 	place      func()
 	limitsDue  bool
+	atLimit    bool // no place was free as the request came (see limit)
 	audited    bool // the request's audit line is logged
 	placeGiven atomic.Bool
 }

@@ -104,7 +104,17 @@ func (h *handlers) limit(c cost) func(http.Handler) http.Handler {
 				return
 			}
 			if c == costOfMessage {
+				// Charged once the body says what it is (admitMessage).
+				// Meanwhile the body holds a place, if the client has one
+				// free, so that it reads no more bodies at once than it
+				// may have requests open; a client with none may still
+				// send an answer or a notification, in a smaller body.
 				aw.limitsDue = true
+				if place, ok := h.opts.Limiter.Open(h.clientKey(r)); ok {
+					aw.place = place
+				} else {
+					aw.atLimit = true
+				}
 			} else if place, ok := h.charge(w, r, c); ok {
 				aw.place = place
 			} else {
@@ -136,9 +146,42 @@ func (h *handlers) admitMessage(w http.ResponseWriter, r *http.Request, c cost) 
 		return true
 	}
 	aw.limitsDue = false
-	place, ok := h.charge(w, r, c)
-	aw.place = place
-	return ok
+	key := h.clientKey(r)
+	switch {
+	case c == costCall && aw.atLimit:
+		h.tooManyOpen(w, r, key)
+		return false
+	case c == costCall:
+		// It keeps the place its body held.
+		if ok, wait := h.opts.Limiter.Allow(key); !ok {
+			aw.givePlaceBack()
+			h.tooMany(w, r, key, wait)
+			return false
+		}
+		return true
+	}
+	aw.givePlaceBack() // it holds none
+	if c == costToken {
+		if ok, wait := h.opts.Limiter.Allow(key); !ok {
+			h.tooMany(w, r, key, wait)
+			return false
+		}
+	}
+	return true
+}
+
+// atLimitBodyBytes bounds the body of a POST /mcp from a client with no
+// place free (see limit): an answer to a question, or a notification,
+// which it may still send, is small; a request from it is refused.
+const atLimitBodyBytes = 1 << 20
+
+// bodyLimit is the most of r's body read: GATEWAY_MAX_BODY_BYTES, less
+// for a client at its limit of open requests.
+func (h *handlers) bodyLimit(w http.ResponseWriter) int64 {
+	if aw := accessWriterOf(w); aw != nil && aw.atLimit {
+		return min(h.opts.MaxBodyBytes, atLimitBodyBytes)
+	}
+	return h.opts.MaxBodyBytes
 }
 
 // charge takes c from the client's limits, with place giving back the

@@ -20,6 +20,7 @@ import (
 type placeCount struct {
 	Limiter
 	held, twice atomic.Int32
+	taken       chan struct{} // if not nil, told of each place taken
 }
 
 func (l *placeCount) Open(key string) (func(), bool) {
@@ -28,6 +29,9 @@ func (l *placeCount) Open(key string) (func(), bool) {
 		return release, ok
 	}
 	l.held.Add(1)
+	if l.taken != nil {
+		l.taken <- struct{}{}
+	}
 	var given atomic.Bool
 	return func() {
 		if !given.CompareAndSwap(false, true) {
@@ -341,6 +345,12 @@ func TestOnlyRequestsTakeAPlace(t *testing.T) {
 	if resp := inSession(`{"jsonrpc":"2.0","id":"c2","method":"tools/call"}`); resp.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("a second call: %d, want 429", resp.StatusCode)
 	}
+	// With no place free, a body is read only up to atLimitBodyBytes:
+	// the client cannot have more large bodies read at once than places.
+	big := `{"jsonrpc":"2.0","id":"q4","result":{"text":"` + strings.Repeat("x", atLimitBodyBytes) + `"}}`
+	if resp := inSession(big); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a large answer while the call holds the place: %d, want 413", resp.StatusCode)
+	}
 	nothingReached(t, f)
 	if resp := inSession(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"stop"}}`); resp.StatusCode != http.StatusAccepted {
 		t.Errorf("the call's cancellation: %d, want 202", resp.StatusCode)
@@ -429,5 +439,48 @@ func TestRateCountsCalls(t *testing.T) {
 		if got := send(body); got != http.StatusAccepted {
 			t.Errorf("%s once the bucket is empty: %d, want 202", body, got)
 		}
+	}
+}
+
+// A body being read holds a place, if its client has one free: a client
+// has no more bodies read at once than it may have requests open. The
+// place goes back once the body turns out to be a notification.
+func TestBodyBeingReadHoldsAPlace(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	lim := newPlaceCount(t, 1)
+	srv := newServer(t, f, Options{Limiter: lim})
+	sid := initializeWith(t, f, srv.URL, init0326)
+	lim.taken = make(chan struct{}, 8)
+	body, feed := io.Pipe()
+	req := newPost(srv.URL+"/mcp", "application/json", "", "Mcp-Session-Id", sid)
+	req.Body, req.ContentLength = body, -1
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- resp
+	}()
+	if _, err := feed.Write([]byte(`{"jsonrpc":"2.0",`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lim.taken: // by the body being read
+	case <-time.After(10 * time.Second):
+		t.Fatal("no place was taken while the body was read")
+	}
+	if resp := post(t, srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":"c","method":"tools/call"}`, "Mcp-Session-Id", sid); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a call while another body is read: %d, want 429", resp.StatusCode)
+	}
+	feed.Write([]byte(`"method":"notifications/custom"}`))
+	feed.Close()
+	if resp := <-answered; resp == nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the notification: %v, want 202", resp)
+	}
+	notifiedWith(t, f, "notifications/custom")
+	if held := lim.held.Load(); held != 0 {
+		t.Errorf("%d places held once the notification was served, want none", held)
 	}
 }

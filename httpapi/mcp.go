@@ -158,14 +158,14 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 	// the body is in, since the answer may be a stream that lasts as long
 	// as the call.
 	var err error
-	if r.ContentLength > h.opts.MaxBodyBytes {
+	if limit := h.bodyLimit(w); r.ContentLength > limit {
 		// Refused as declared: waiting for the bytes would only make a
 		// client that sends them slowly wait for the same answer.
-		err = &http.MaxBytesError{Limit: h.opts.MaxBodyBytes}
+		err = &http.MaxBytesError{Limit: limit}
 	} else {
 		rc := http.NewResponseController(w)
 		var body []byte
-		body, err = readAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), r.ContentLength, h.opts.MaxBodyBytes)
+		body, err = readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 		if err == nil {
 			_ = rc.SetReadDeadline(time.Time{})
 			// Read to its end: closed, net/http does not look for more
@@ -192,6 +192,9 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 	w.Header().Set("Connection", "close")
 	var tooBig *http.MaxBytesError
 	switch {
+	case errors.As(err, &tooBig) && tooBig.Limit < h.opts.MaxBodyBytes:
+		writeError(w, http.StatusRequestEntityTooLarge, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("request body over %d bytes from a client with as many requests open as it may: it may send answers and notifications up to that size until one ends", tooBig.Limit)})
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("request body over the gateway's %d-byte limit", tooBig.Limit)})
