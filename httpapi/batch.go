@@ -275,28 +275,48 @@ type batchOut struct {
 	unanswered int        // the parts with an answer to send that have not begun to send it
 }
 
-// answering notes that a part's answer is about to go on; before the
-// batch's last goes on its stream, the batch's own place is given back
-// (see answering), so that a client that has every answer finds it free.
-// An array of answers gives it back before its last byte (writeArray).
-func (o *batchOut) answering() {
-	o.mu.Lock()
-	o.unanswered--
-	last := o.unanswered == 0
-	o.mu.Unlock()
-	if last && o.sse != nil {
-		answering(o.w)
+// answeredLocked gives p's place back and, when p has an answer, counts
+// it as going on: before the batch's last goes on its stream, the batch's
+// own place is given back too (see answering), so that a client that has
+// every answer finds it free. An array of answers gives it back before
+// its last byte (writeArray). Once for each part; o.mu is held.
+func (o *batchOut) answeredLocked(p *batchPart) {
+	if place := p.place; place != nil {
+		p.place = nil
+		place()
+	}
+	if p.asks && !p.answered {
+		p.answered = true
+		o.unanswered--
+		if o.unanswered == 0 && o.sse != nil {
+			answering(o.w)
+		}
 	}
 }
 
-// events sends a part's whole events on the stream.
-func (o *batchOut) events(b []byte) error {
+// events sends a part's whole events on the stream. With answer, the last
+// of them is p's answer: p's place (and the batch's, with its last answer)
+// goes back just before its last byte, not as the part wrote it into its
+// buffer, so that a client slow to take a large answer holds its place
+// while it is sent.
+func (o *batchOut) events(b []byte, answer *batchPart) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	cut := len(b)
+	if answer != nil {
+		cut = max(len(b)-1, 0)
+	}
 	if o.failed == nil {
-		if o.failed = o.sse.send(b); o.failed == nil {
-			o.failed = o.sse.flush()
+		o.failed = o.sse.send(b[:cut])
+	}
+	if answer != nil {
+		o.answeredLocked(answer)
+		if o.failed == nil {
+			o.failed = o.sse.send(b[cut:])
 		}
+	}
+	if o.failed == nil {
+		o.failed = o.sse.flush()
 	}
 	return o.failed
 }
@@ -308,7 +328,6 @@ func (o *batchOut) end(p *batchPart) {
 	if !p.asks {
 		return // a notification or an answer: nothing to say, whatever came of it
 	}
-	p.givePlaceBack()
 	msg := p.answer
 	if msg == nil && !p.streamed() {
 		msg = bytes.TrimSpace(p.buf.Bytes())
@@ -317,15 +336,18 @@ func (o *batchOut) end(p *batchPart) {
 		if p.streamed() {
 			_ = p.FlushError()
 			if p.buf.Len() > 0 {
-				_ = o.events(p.buf.Bytes()) // an event cut short, as the part left it
+				_ = o.events(p.buf.Bytes(), p) // an event cut short, as the part left it
 			}
-			return
+		} else if len(msg) > 0 {
+			_ = o.events(fmt.Appendf(nil, "%s%s%s", dataField, oneLine(msg), eventEnd), p)
 		}
-		if len(msg) > 0 {
-			_ = o.events(fmt.Appendf(nil, "%s%s%s", dataField, oneLine(msg), eventEnd))
-		}
+		// Given back as it went out, or now, when nothing did.
+		o.mu.Lock()
+		o.answeredLocked(p)
+		o.mu.Unlock()
 		return
 	}
+	p.givePlaceBack()
 	var msgs [][]byte
 	if p.streamed() {
 		msgs = dataOf(p.buf.Bytes())
@@ -413,20 +435,27 @@ type batchPart struct {
 	// batch's for one served at once or refused).
 	place    func() // gives its place among the client's open requests back; nil: it holds none, or gave it back
 	answered bool   // out was told its answer is going on
+	due      bool   // on a stream: its answer is in buf, its place to go back as it leaves
 }
 
 // givePlaceBack gives the part's place back, once, and, when the part
 // has an answer to send and may send it now, tells out the answer is
-// going on. A part served before out exists (at once, first) tells it
-// when out.end passes its answer on.
+// going on (see answeredLocked). A part served before out exists (at
+// once, first) tells it when out.end passes its answer on. On a stream,
+// the answer is in the part's buffer yet: its place goes back as the
+// answer leaves it (batchOut.events, or out.end).
 func (p *batchPart) givePlaceBack() {
-	if place := p.place; place != nil {
+	switch {
+	case p.asks && p.out != nil && p.out.sse != nil:
+		p.due = true
+	case p.out != nil:
+		p.out.mu.Lock()
+		p.out.answeredLocked(p)
+		p.out.mu.Unlock()
+	case p.place != nil:
+		place := p.place
 		p.place = nil
 		place()
-	}
-	if p.asks && p.out != nil && !p.answered {
-		p.answered = true
-		p.out.answering()
 	}
 }
 
@@ -508,7 +537,11 @@ func (p *batchPart) FlushError() error {
 	}
 	var err error
 	if len(events) > 0 {
-		err = p.out.events(events)
+		var answer *batchPart
+		if p.due {
+			answer = p // its answer is the last of these events
+		}
+		err = p.out.events(events, answer)
 	}
 	p.buf.Next(i + len(eventEnd))
 	return err

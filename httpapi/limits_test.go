@@ -265,13 +265,18 @@ func TestBatchPlaceFreeOnceAnswered(t *testing.T) {
 func TestPlaceHeldWhileAnswerIsSent(t *testing.T) {
 	t.Parallel()
 	big := `{"jsonrpc":"2.0","id":1,"result":{"text":"` + strings.Repeat("x", 32<<20) + `"}}`
-	for _, accept := range []string{"application/json", "text/event-stream"} {
-		t.Run(accept, func(t *testing.T) {
+	for _, c := range []struct{ name, accept, body string }{
+		{"json", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`},
+		{"stream", "text/event-stream", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`},
+		{"batch, json", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`},
+		{"batch, stream", "text/event-stream", `[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFake()
 			lim := newPlaceCount(t, 1)
 			srv := newServer(t, f, Options{Limiter: lim})
-			sent := startRequest(t, newPost(srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, "Accept", accept))
+			sent := startRequest(t, newPost(srv.URL+"/mcp", "application/json", c.body, "Accept", c.accept))
 			f.next(t).finish([]byte(big), nil)
 			resp := awaitResponse(t, sent)
 			// Bytes of the answer are in, and more of it than the
