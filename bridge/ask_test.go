@@ -719,6 +719,13 @@ func TestLargeArgumentsMatchOnlyTheSameBytes(t *testing.T) {
 			t.Errorf("%d bytes written otherwise: match %v, want %v", size, got, want)
 		}
 	}
+	// Escaped, as encoding/json writes "<", the same arguments are six
+	// times larger, and still theirs.
+	lt := strings.Repeat("<", maxCanonicalArguments-100)
+	escaped := `{"t":"` + strings.Repeat(`\u003c`, len(lt)) + `"}`
+	if !bindArguments(req(`{"t":"` + lt + `"}`)).match(req(escaped)) {
+		t.Errorf("arguments of %d bytes, escaped to %d: no match", len(lt)+8, len(escaped))
+	}
 }
 
 // A burst of the child's own requests, more than there are writers for

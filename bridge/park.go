@@ -348,8 +348,10 @@ func (a arguments) match(req *mcp.Request) bool {
 	if sha256.Sum256(args) == a.raw {
 		return true
 	}
-	if !a.canonical || len(args) > 4*maxCanonicalArguments {
-		// Spaces alone do not make arguments four times larger.
+	if !a.canonical || len(args) > 8*maxCanonicalArguments {
+		// Escapes make a character six bytes at most ("\u003c" for "<"):
+		// beyond that, these are not the call's arguments written again,
+		// and are not read through to say so.
 		return false
 	}
 	sum, err := jsonrpc.CanonicalSum(args)

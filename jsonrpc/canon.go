@@ -6,31 +6,42 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash"
 	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// ErrNoCanonicalForm says a JSON text has no canonical form: an object in
-// it has the same key twice, which decoders read differently (the first,
-// the last, or an error).
-var ErrNoCanonicalForm = errors.New("an object has the same key twice")
+// ErrNoCanonicalForm says a JSON text has no canonical form, being one
+// decoders read differently: an object in it has the same key twice (the
+// first wins, the last, or it is an error), or it is not UTF-8 (a bad
+// byte is kept, made U+FFFD, or an error).
+var ErrNoCanonicalForm = errors.New("no canonical form")
 
 // CanonicalSum is a SHA-256 digest of the JSON value b that two texts share
 // exactly when they are the same value: whitespace, the order of an
 // object's members, the spelling of a string (escapes or not: "\u0041" is
 // "A") and of a number ("1", "1.0", "10e-1" and "-0" is "0") do not count.
 // Numbers are compared as exact decimals, never through a float, so two
-// integers past 2^53 that a float would confuse stay apart. A string's
-// bytes count as they stand: invalid UTF-8, or an escaped lone surrogate,
-// is kept apart from U+FFFD, which a decoder may turn it into.
+// integers past 2^53 that a float would confuse stay apart. An escaped
+// lone surrogate is kept apart from U+FFFD, which a decoder may turn it
+// into. A text with a key twice in an object, or that is not UTF-8, has no
+// sum (ErrNoCanonicalForm).
 //
-// It reads b in one pass, whatever its nesting: an object is summed by its
+// It reads b in one pass (and once more to check its UTF-8), whatever its nesting: an object is summed by its
 // members' own digests, in the order of their keys, so that no member's
 // text is copied or summed again by the objects around it.
 func CanonicalSum(b []byte) (sum [32]byte, err error) {
 	c := canon{scanner: scanner{b: b}, top: sha256.New()}
+	if !utf8.Valid(b) {
+		// Besides: a lone surrogate's form below is bytes no UTF-8 text
+		// holds, and would be another's with them.
+		if !json.Valid(b) {
+			return sum, c.fail(0, "not a JSON value")
+		}
+		return sum, fmt.Errorf("%w: the text is not UTF-8", ErrNoCanonicalForm)
+	}
 	i := c.ws(0)
 	if i >= len(b) {
 		return sum, c.fail(i, "empty input")
@@ -148,7 +159,7 @@ func (c *canon) object(i, depth, objects int, h hash.Hash) (int, error) {
 	h.Write(binary.AppendUvarint(append(c.tag[:0], '{'), uint64(len(ms))))
 	for j, m := range ms {
 		if j > 0 && bytes.Equal(ms[j-1].key, m.key) {
-			return i, ErrNoCanonicalForm
+			return i, fmt.Errorf("%w: an object has the same key twice", ErrNoCanonicalForm)
 		}
 		c.write(h, 'k', m.key)
 		h.Write(m.sum[:])

@@ -45,7 +45,7 @@ func TestCanonicalSum(t *testing.T) {
 		`{"a":1}`, `{"a":"1"}`, `{"A":1}`, `{"a":1,"b":1}`, `{"a":[1]}`, `{"a":{}}`, `{"a":null}`, `{}`, `[]`, `null`,
 		`[1,2]`, `[2,1]`, `[[1],2]`, `[1,[2]]`, `[{}]`, `[{},{}]`, `[""]`, `["",""]`,
 		`2`, `-1`, `0.1`, `1e-1000000000000000000`, `9007199254740992`, `9007199254740993`, `12`, `1.2`,
-		`"ab"`, `"a"`, `"\ufffd"`, `"\ud800"`, `"\udc00"`, "\"\xff\"", `"\ud800\u0041"`, `true`, `false`,
+		`"ab"`, `"a"`, `"\ufffd"`, `"\ud800"`, `"\udc00"`, `"\ud800\u0041"`, `true`, `false`,
 		`{"ab":"c"}`, `{"a":"bc"}`, `{"a":{"b":1}}`, `{"a":{"b":1},"c":2}`, `{"a":{"b":1,"c":2}}`,
 	}
 	seen := map[[32]byte]string{}
@@ -56,7 +56,9 @@ func TestCanonicalSum(t *testing.T) {
 		}
 		seen[got] = s
 	}
-	for _, s := range []string{`{"a":1,"a":1}`, `{"a":1,"\u0061":2}`, `[{"x":{"b":1,"b":2}}]`} {
+	// A lone surrogate's form is what these bytes would be, were they
+	// taken: a text that is not UTF-8 has no sum.
+	for _, s := range []string{`{"a":1,"a":1}`, `{"a":1,"\u0061":2}`, `[{"x":{"b":1,"b":2}}]`, "\"\xff\"", "\"\xed\xa0\x80\""} {
 		if _, err := CanonicalSum([]byte(s)); !errors.Is(err, ErrNoCanonicalForm) {
 			t.Errorf("CanonicalSum(%s) = %v, want ErrNoCanonicalForm", s, err)
 		}
