@@ -309,6 +309,11 @@ func (p *Process) logStderr() {
 			if next, perr := br.Peek(1); perr == nil && next[0] == '\n' {
 				_, _ = br.Discard(1)
 				cut, err = false, nil
+			} else if perr == nil && next[0] == '\r' {
+				if next, perr := br.Peek(2); perr == nil && next[1] == '\n' {
+					_, _ = br.Discard(2)
+					cut, err = false, nil
+				}
 			}
 		}
 		switch text := trimEOL(line); {

@@ -250,7 +250,7 @@ func TestLargeMessageMemoryIsReleased(t *testing.T) {
 func TestStderrIsLoggedByLine(t *testing.T) {
 	t.Parallel()
 	rec := &logs{}
-	cfg := child(t, "stderr", "hello", "", strings.Repeat("e", 100), strings.Repeat("f", 64), "bye")
+	cfg := child(t, "stderr", "hello", "", strings.Repeat("e", 100), strings.Repeat("f", 64), strings.Repeat("g", 64)+"\r", "bye")
 	cfg.StderrLineBytes = 64
 	cfg.Logger = slog.New(rec)
 	p := start(t, cfg)
@@ -264,6 +264,7 @@ func TestStderrIsLoggedByLine(t *testing.T) {
 		{"child stderr", "line=" + strings.Repeat("e", 64), "truncated=true"},
 		{"child stderr " + pid + " stream=stderr line=" + strings.Repeat("e", 36)},
 		{"child stderr " + pid + " stream=stderr line=" + strings.Repeat("f", 64)}, // exactly the limit: whole
+		{"child stderr " + pid + " stream=stderr line=" + strings.Repeat("g", 64)}, // and with CRLF
 		{"child stderr", "line=bye"},
 	} {
 		if _, ok := rec.find(want...); !ok || (len(want) == 1 && !slices.Contains(rec.all(), want[0])) {
