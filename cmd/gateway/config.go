@@ -188,6 +188,15 @@ func (c *Config) validate() error {
 		}
 	}
 	for name, d := range map[string]time.Duration{
+		// Those that may be 0, or have a lower bound of their own.
+		"GATEWAY_SESSION_TTL": c.SessionTTL, "GATEWAY_WEDGE_TIMEOUT": c.WedgeTimeout,
+		"GATEWAY_SHUTDOWN_GRACE": c.ShutdownGrace,
+	} {
+		if d > maxDuration {
+			errs = append(errs, fmt.Errorf("%s must be at most %v, not %v", name, maxDuration, d))
+		}
+	}
+	for name, d := range map[string]time.Duration{
 		// Each is a period or a wait that, much shorter, makes the gateway
 		// busy doing nothing (a keep-alive comment or a file read every
 		// few nanoseconds) or unreachable (every connection cut before its

@@ -111,6 +111,9 @@ func TestValidateBounds(t *testing.T) {
 		// A deadline this far away overflows where it is computed.
 		{"GATEWAY_CLIENT_TIMEOUT", "2277376h", "at most 10000h"},
 		{"GATEWAY_CALL_MAX_DURATION", "10001h", "at most 10000h"},
+		{"GATEWAY_SESSION_TTL", "2000000h", "at most 10000h"},
+		{"GATEWAY_WEDGE_TIMEOUT", "2000000h", "at most 10000h"},
+		{"GATEWAY_SHUTDOWN_GRACE", "2000000h", "at most 10000h"},
 		// Busy doing nothing, or cutting every connection.
 		{"GATEWAY_SSE_KEEP_ALIVE", "1ns", "at least 100ms"},
 		{"GATEWAY_AUTH_POLL", "99ms", "at least 100ms"},
