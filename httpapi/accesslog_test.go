@@ -143,18 +143,7 @@ func TestAuditAnsweredCallIsNotClientGone(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var logs strings.Builder
-			opts := Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-			opts.defaults()
-			h := &handlers{opts: opts, log: opts.Logger}
-			msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req, err := mcp.Read(msg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h, logs, req := auditing(t)
 			ctx, cancel := context.WithCancelCause(t.Context())
 			defer cancel(nil)
 			r := httptest.NewRequestWithContext(ctx, "POST", "/mcp", nil)
@@ -402,22 +391,11 @@ func TestAccessLineNamesTheClientBehindAProxy(t *testing.T) {
 // was told: the reason is a kind, and the message which limit or deadline.
 func TestAuditSaysWhyTheGatewayRefused(t *testing.T) {
 	t.Parallel()
-	var logs strings.Builder
-	opts := Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-	opts.defaults()
-	h := &handlers{opts: opts, log: opts.Logger}
-	msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := mcp.Read(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, logs, req := auditing(t)
 	r := httptest.NewRequest("POST", "/mcp", nil)
 	a := newAudited(httptest.NewRecorder(), r)
 	why := "1024 listens are open, the most the gateway keeps; try again later"
-	writeError(a, http.StatusServiceUnavailable, msg.ID, jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded", why))
+	writeError(a, http.StatusServiceUnavailable, req.ID, jsonrpc.GatewayError(jsonrpc.CodeOverloaded, "overloaded", why))
 	h.audit(r, req, a, 0, time.Now())
 	var rec map[string]any
 	if err := json.Unmarshal([]byte(logs.String()), &rec); err != nil {
@@ -426,4 +404,22 @@ func TestAuditSaysWhyTheGatewayRefused(t *testing.T) {
 	if rec["reason"] != "overloaded" || rec["why"] != why {
 		t.Errorf("audit line %v: want reason overloaded and why %q", rec, why)
 	}
+}
+
+// auditing is handlers that log JSON lines into logs, and the tools/call
+// request they audit.
+func auditing(t *testing.T) (*handlers, *strings.Builder, *mcp.Request) {
+	t.Helper()
+	logs := &strings.Builder{}
+	opts := Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))}
+	opts.defaults()
+	msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := mcp.Read(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &handlers{opts: opts, log: opts.Logger}, logs, req
 }

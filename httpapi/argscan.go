@@ -11,6 +11,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/stdiomcp/gateway/jsonrpc"
 )
 
 // The arguments of a REST call are checked in two steps. The first,
@@ -278,7 +280,7 @@ func unquote(raw []byte) string {
 			}
 			b = utf8.AppendRune(b, r)
 		case c == '\\':
-			b = append(b, unescape(raw[i+1]))
+			b = append(b, jsonrpc.Unescape(raw[i+1]))
 			i += 2
 		case c < utf8.RuneSelf:
 			b = append(b, c)
@@ -290,23 +292,6 @@ func unquote(raw []byte) string {
 		}
 	}
 	return string(b)
-}
-
-// unescape is what a one-letter JSON escape stands for.
-func unescape(c byte) byte {
-	switch c {
-	case 'b':
-		return '\b'
-	case 'f':
-		return '\f'
-	case 'n':
-		return '\n'
-	case 'r':
-		return '\r'
-	case 't':
-		return '\t'
-	}
-	return c // '"', '\\' and '/' stand for themselves
 }
 
 // hex4 reads the four hex digits of a \u escape (json.Valid checked them).

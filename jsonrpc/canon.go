@@ -243,7 +243,7 @@ func (c *canon) string(i int) (end int, s []byte, decoded bool, err error) {
 			}
 			out = utf8.AppendRune(out, r)
 		default:
-			out = append(out, unescape(e))
+			out = append(out, Unescape(e))
 			k += 2
 		}
 	}
@@ -251,7 +251,9 @@ func (c *canon) string(i int) (end int, s []byte, decoded bool, err error) {
 	return end, out, true, nil
 }
 
-func unescape(e byte) byte {
+// Unescape is what a one-letter JSON escape (the letter after '\\')
+// stands for.
+func Unescape(e byte) byte {
 	switch e {
 	case 'b':
 		return '\b'
