@@ -140,6 +140,27 @@ func received(c *fakeChild) []*jsonrpc.Message {
 	return ms
 }
 
+// onlyOne is the one child of children that got a request since the last
+// look (as got tells), with that request; the test fails unless exactly
+// one request came.
+func onlyOne(t *testing.T, children []*fakeChild, got func(*fakeChild) []*jsonrpc.Message, what string) (*fakeChild, *jsonrpc.Message) {
+	t.Helper()
+	var child *fakeChild
+	var msg *jsonrpc.Message
+	for _, c := range children {
+		for _, m := range got(c) {
+			if child != nil {
+				t.Fatalf("%s: more than one request reached the children", what)
+			}
+			child, msg = c, m
+		}
+	}
+	if child == nil {
+		t.Fatalf("%s: no child got a request", what)
+	}
+	return child, msg
+}
+
 // initialize, and discover of a legacy child, are answered from the
 // child's handshake while every slot is taken: they never reach the child
 // and take no slot.

@@ -315,20 +315,7 @@ func TestTaskRequestWaitsForACancelledCallToSettle(t *testing.T) {
 		p := w.b
 		only := func(what string) (*fakeChild, *jsonrpc.Message) {
 			t.Helper()
-			var got *fakeChild
-			var msg *jsonrpc.Message
-			for _, c := range children {
-				for _, m := range requests(c) {
-					if got != nil {
-						t.Fatalf("%s: more than one request reached the children", what)
-					}
-					got, msg = c, m
-				}
-			}
-			if got == nil {
-				t.Fatalf("%s: no child got a request", what)
-			}
-			return got, msg
+			return onlyOne(t, children, requests, what)
 		}
 		c := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{}}}`)
 		home, m := only("tools/call")

@@ -96,20 +96,7 @@ func TestTaskRequestWaitsForItsChildAlone(t *testing.T) {
 		p, children := bubblePool(t, Options{Workers: 2, MaxInFlight: 1, QueueSize: 4})
 		only := func(what string) (*fakeChild, *jsonrpc.Message) {
 			t.Helper()
-			var got *fakeChild
-			var msg *jsonrpc.Message
-			for _, c := range children {
-				for _, m := range received(c) {
-					if got != nil {
-						t.Fatalf("%s: more than one request reached the children", what)
-					}
-					got, msg = c, m
-				}
-			}
-			if got == nil {
-				t.Fatalf("%s: no child got a request", what)
-			}
-			return got, msg
+			return onlyOne(t, children, received, what)
 		}
 		c := poolCall(t, p, context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{}}}`)
 		home, m := only("tools/call")
