@@ -66,6 +66,7 @@ type Limiter struct {
 type client struct {
 	key    string
 	bucket *rate.Limiter // nil without a rate limit
+	credit int           // tokens given back (see Refund), spent before the bucket's
 	open   int
 	// idleSince is when the entry last took a call or ended its last open
 	// request; while open is 0 the entry is on the idle list, whose order
@@ -117,10 +118,37 @@ func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 		c.idleSince = now
 		l.idle.pushBack(c)
 	}
-	if c.bucket.AllowN(now, 1) {
+	if l.takeLocked(c, now) {
 		return true, 0
 	}
 	return false, seconds((1 - c.bucket.TokensAt(now)) / float64(l.rate))
+}
+
+// Refund gives back a token Allow took for key, for a request that turned
+// out to owe none (a message whose kind only its body tells): it is spent
+// before the bucket's.
+func (l *Limiter) Refund(key string) {
+	if l.rate == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.clients[key]; c != nil && c.credit < l.burst {
+		c.credit++
+	}
+}
+
+// takeLocked takes a token of c's: one given back first, unless the
+// bucket has filled up since (it holds no more than its size).
+func (l *Limiter) takeLocked(c *client, now time.Time) bool {
+	if c.credit > 0 {
+		if c.bucket.TokensAt(now) < float64(l.burst) {
+			c.credit--
+			return true
+		}
+		c.credit = 0
+	}
+	return c.bucket.AllowN(now, 1)
 }
 
 // Open counts an open request for key. release ends it and must be called

@@ -102,6 +102,43 @@ func TestAllowRefillAndBurst(t *testing.T) {
 	}
 }
 
+// A token given back is there again, later too; one refused is not
+// taken; one given back into a bucket that filled up since adds nothing
+// past its size.
+func TestRefund(t *testing.T) {
+	c := newClock()
+	l := New(Options{Rate: 1, Burst: 2, Now: c.Now})
+	for range 2 {
+		if ok, _ := l.Allow("a"); !ok {
+			t.Fatal("a token of a full bucket was refused")
+		}
+		c.Advance(100 * time.Millisecond)
+		l.Refund("a")
+	}
+	for i := range 2 {
+		if ok, retry := l.Allow("a"); !ok {
+			t.Fatalf("token %d after refunds: refused (retry after %v), want the whole bucket", i, retry)
+		}
+	}
+	if ok, retry := l.Allow("a"); ok || retry != 800*time.Millisecond {
+		t.Fatalf("Allow of an empty bucket = %v, %v; want refused, 800ms (0.2 s refilled)", ok, retry)
+	}
+	c.Advance(time.Second)
+	if ok, _ := l.Allow("a"); !ok {
+		t.Fatal("a refused Take took a token")
+	}
+	c.Advance(time.Hour)
+	l.Allow("a")
+	c.Advance(time.Hour)
+	l.Refund("a")
+	for i := range 3 {
+		if ok, _ := l.Allow("a"); ok != (i < 2) {
+			t.Fatalf("token %d of a full bucket given one back: %v", i, ok)
+		}
+	}
+	New(Options{}).Refund("a") // no rate limit: nothing to give back to
+}
+
 func TestRetryAfterSeconds(t *testing.T) {
 	tests := []struct {
 		d    time.Duration

@@ -77,10 +77,16 @@ type accessWriter struct {
 	// (admitMessage, while limitsDue), before any answer is written;
 	// placeGiven makes it run once, from the handler or from the
 	// goroutine of a stream that left the server.
-	place      func()
-	limitsDue  bool
-	atLimit    bool // no place was free as the request came (see limit)
-	audited    bool // the request's audit line is logged
+	place     func()
+	limitsDue bool
+	// What the limits found as the request came, when its body is to say
+	// what it owes (see limit and admitMessage).
+	limitKey   string        // the client, as the limits know it
+	atLimit    bool          // no place was free
+	overRate   bool          // no token was left; one comes in rateWait
+	rateWait   time.Duration // (see overRate)
+	tookToken  bool          // a token was taken, to give back if it owes none
+	audited    bool          // the request's audit line is logged
 	placeGiven atomic.Bool
 }
 

@@ -16,6 +16,9 @@ type Limiter interface {
 	// Allow takes one call from key's budget, or says how long until
 	// there is one.
 	Allow(key string) (ok bool, retryAfter time.Duration)
+	// Refund gives back a token Allow took, for a request that turned out
+	// to owe none.
+	Refund(key string)
 	// Open counts a request key has open until release; ok is false when
 	// key has as many open as it may.
 	Open(key string) (release func(), ok bool)
@@ -105,12 +108,20 @@ func (h *handlers) limit(c cost) func(http.Handler) http.Handler {
 			}
 			if c == costOfMessage {
 				// Charged once the body says what it is (admitMessage).
-				// Meanwhile the body holds a place, if the client has one
-				// free, so that it reads no more bodies at once than it
-				// may have requests open; a client with none may still
-				// send an answer or a notification, in a smaller body.
+				// Meanwhile the body holds a token and a place, if the
+				// client has them, so that it has no more bodies read at
+				// once than it may have requests open, nor more a second
+				// than its rate; a client without may still send an
+				// answer or a notification, in a smaller body.
 				aw.limitsDue = true
-				if place, ok := h.opts.Limiter.Open(h.clientKey(r)); ok {
+				key := h.clientKey(r)
+				aw.limitKey = key
+				if ok, wait := h.opts.Limiter.Allow(key); ok {
+					aw.tookToken = true
+				} else {
+					aw.overRate, aw.rateWait = true, wait
+				}
+				if place, ok := h.opts.Limiter.Open(key); ok {
 					aw.place = place
 				} else {
 					aw.atLimit = true
@@ -146,39 +157,38 @@ func (h *handlers) admitMessage(w http.ResponseWriter, r *http.Request, c cost) 
 		return true
 	}
 	aw.limitsDue = false
-	key := h.clientKey(r)
+	key := aw.limitKey
 	switch {
+	case c != costNothing && aw.overRate:
+		aw.givePlaceBack()
+		h.tooMany(w, r, key, aw.rateWait)
+		return false
 	case c == costCall && aw.atLimit:
+		if aw.tookToken {
+			h.opts.Limiter.Refund(key) // refused: it took nothing
+		}
 		h.tooManyOpen(w, r, key)
 		return false
 	case c == costCall:
-		// It keeps the place its body held.
-		if ok, wait := h.opts.Limiter.Allow(key); !ok {
-			aw.givePlaceBack()
-			h.tooMany(w, r, key, wait)
-			return false
-		}
-		return true
+		return true // it keeps the token and the place its body held
 	}
-	aw.givePlaceBack() // it holds none
-	if c == costToken {
-		if ok, wait := h.opts.Limiter.Allow(key); !ok {
-			h.tooMany(w, r, key, wait)
-			return false
-		}
+	aw.givePlaceBack() // it holds no place
+	if c == costNothing && aw.tookToken {
+		h.opts.Limiter.Refund(key) // nor a token
 	}
 	return true
 }
 
 // atLimitBodyBytes bounds the body of a POST /mcp from a client with no
-// place free (see limit): an answer to a question, or a notification,
-// which it may still send, is small; a request from it is refused.
+// place free, or over its rate (see limit): an answer to a question, or a
+// notification, which it may still send, is small; a request from it is
+// refused.
 const atLimitBodyBytes = 1 << 20
 
 // bodyLimit is the most of r's body read: GATEWAY_MAX_BODY_BYTES, less
 // for a client at its limit of open requests.
 func (h *handlers) bodyLimit(w http.ResponseWriter) int64 {
-	if aw := accessWriterOf(w); aw != nil && aw.atLimit {
+	if aw := accessWriterOf(w); aw != nil && (aw.atLimit || aw.overRate) {
 		return min(h.opts.MaxBodyBytes, atLimitBodyBytes)
 	}
 	return h.opts.MaxBodyBytes

@@ -445,6 +445,12 @@ func TestRateCountsCalls(t *testing.T) {
 			t.Errorf("%s once the bucket is empty: %d, want 202", body, got)
 		}
 	}
+	// Over its rate, a client has bodies read only up to atLimitBodyBytes:
+	// what it may still send is small.
+	big := `{"jsonrpc":"2.0","id":"q3","result":{"text":"` + strings.Repeat("x", atLimitBodyBytes) + `"}}`
+	if got := send(big); got != http.StatusRequestEntityTooLarge {
+		t.Errorf("a large answer once the bucket is empty: %d, want 413", got)
+	}
 }
 
 // A body being read holds a place, if its client has one free: a client
