@@ -135,6 +135,11 @@ func (h *handlers) limit(c cost) func(http.Handler) http.Handler {
 			// answer leaves (see answering), else as the request ends: a
 			// client gone, a panic, no answer at all.
 			defer func() {
+				if aw.limitsDue && aw.tookToken {
+					// Never charged: a body that held no message costs
+					// nothing.
+					h.opts.Limiter.Refund(aw.limitKey)
+				}
 				if detach.Left(w) {
 					detach.Later(w, aw.givePlaceBack) // a closure only for a stream that left
 					return
@@ -186,7 +191,7 @@ func (h *handlers) admitMessage(w http.ResponseWriter, r *http.Request, c cost) 
 const atLimitBodyBytes = 1 << 20
 
 // bodyLimit is the most of r's body read: GATEWAY_MAX_BODY_BYTES, less
-// for a client at its limit of open requests.
+// for a client at its limit of open requests or over its rate.
 func (h *handlers) bodyLimit(w http.ResponseWriter) int64 {
 	if aw := accessWriterOf(w); aw != nil && (aw.atLimit || aw.overRate) {
 		return min(h.opts.MaxBodyBytes, atLimitBodyBytes)

@@ -428,6 +428,9 @@ func TestRateCountsCalls(t *testing.T) {
 			t.Errorf("%s: %d, want 202", body, got)
 		}
 	}
+	if got := send(`{"jsonrpc":"2.0","id":1,"method":"tools/call"`); got != http.StatusBadRequest { // costs nothing
+		t.Errorf("a body that is no JSON: %d, want 400", got)
+	}
 	if got := send(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`); got != http.StatusOK { // the second
 		t.Errorf("the first call after the handshake: %d, want 200", got)
 	}
