@@ -194,7 +194,7 @@ func (h *handlers) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 	switch {
 	case errors.As(err, &tooBig) && tooBig.Limit < h.opts.MaxBodyBytes:
 		writeError(w, http.StatusRequestEntityTooLarge, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: fmt.Sprintf("request body over %d bytes from a client with as many requests open as it may: it may send answers and notifications up to that size until one ends", tooBig.Limit)})
+			Message: fmt.Sprintf("request body over %d bytes from a client at its limits (as many requests open as it may, or over its rate): until it is within them again, it may send answers and notifications up to that size", tooBig.Limit)})
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("request body over the gateway's %d-byte limit", tooBig.Limit)})
